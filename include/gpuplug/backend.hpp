@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: Apache-2.0
+// GpuBackend: one device of one vendor, with its own modules, allocation ledger and OpCache.
+#pragma once
+
+#include <gpuplug/op_cache.hpp>
+#include <gpuplug/types.hpp>
+
+#include <array>
+#include <cstddef>
+#include <filesystem>
+#include <optional>
+#include <source_location>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace gpuplug {
+
+/// The abstract backend. The registry makes plugin-backed ones; tests may decorate one.
+///
+/// Thread-safety: every member may be called concurrently from many threads, except that
+/// nothing may run concurrently with destruction, and `op_cache().release()` needs exclusive
+/// use of the cache (see OpCache).
+/// Errors: every failing member throws gpuplug::Error naming this backend, the operation
+/// and the plugin's message; nothing throws on success, and `launch` allocates nothing.
+class GpuBackend {
+ public:
+  GpuBackend() = default;
+  GpuBackend(const GpuBackend&) = delete;
+  GpuBackend& operator=(const GpuBackend&) = delete;
+  /// Derived destructors must call `op_cache().release(*this)` (noexcept-wrapped) before
+  /// tearing the device down, so scratch goes back through the ledger, not the sweep.
+  virtual ~GpuBackend() = default;
+
+  /// "cuda:0", "host:0": plugin name and ordinal.
+  virtual std::string_view name() const noexcept = 0;
+  /// "cuda", "hip", "host".
+  virtual std::string_view plugin_name() const noexcept = 0;
+  virtual std::uint32_t ordinal() const noexcept = 0;
+
+  /// This backend's own memo of kernels, scratch, latches and gates; never shared.
+  OpCache& op_cache() noexcept { return op_cache_; }
+
+  // ---- memory: every allocation is recorded on the plugin's ledger with `site`.
+  /// Device memory. Throws Error(out_of_memory) past the device or `device_memory_limit`.
+  /// A zero-byte request returns a distinct, freeable, non-null pointer.
+  virtual DevicePtr alloc(std::size_t bytes,
+                          const char* site = std::source_location::current().function_name()) = 0;
+  /// Managed (unified) memory; not bound by `device_memory_limit`. Error(unsupported) where the
+  /// device has none.
+  virtual DevicePtr alloc_managed(std::size_t bytes,
+                                  const char* site = std::source_location::current().function_name()) = 0;
+  /// Null is a no-op. An unknown or already-freed pointer is Error(invalid_argument), never a crash.
+  virtual void free(DevicePtr p) = 0;
+
+  virtual void copy_h2d(DevicePtr dst, const void* src, std::size_t bytes) = 0;
+  virtual void copy_d2h(void* dst, DevicePtr src, std::size_t bytes) = 0;
+  virtual void copy_d2d(DevicePtr dst, DevicePtr src, std::size_t bytes) = 0;
+  /// Async copies are ordered on `stream`; the host buffer must stay valid until it is synchronized.
+  virtual void copy_h2d_async(DevicePtr dst, const void* src, std::size_t bytes, Stream stream) = 0;
+  virtual void copy_d2h_async(void* dst, DevicePtr src, std::size_t bytes, Stream stream) = 0;
+  virtual void copy_d2d_async(DevicePtr dst, DevicePtr src, std::size_t bytes, Stream stream) = 0;
+  /// Sets `bytes` bytes to `value`, ordered on `stream` (asynchronous).
+  virtual void memset(DevicePtr dst, std::uint8_t value, std::size_t bytes, Stream stream = {}) = 0;
+
+  // ---- streams
+  virtual Stream create_stream() = 0;
+  /// Waits for the stream's work, then destroys it. The default stream cannot be destroyed.
+  virtual void destroy_stream(Stream stream) = 0;
+  virtual void synchronize(Stream stream) = 0;
+  /// Waits for every stream of this backend.
+  virtual void synchronize() = 0;
+
+  // ---- modules
+  /// Registers `image` (fatbin/cubin/PTX, HIP code object, host ELF) under `name`.
+  /// Error(invalid_argument) if the name is taken, Error(invalid_image) if the bytes do not load.
+  virtual void load_module(std::string_view name, std::span<const std::byte> image) = 0;
+  /// Reads the file and loads it; errors name the file.
+  void load_module_file(std::string_view name, const std::filesystem::path& file);
+  /// Unloads a module. Handles into it become invalid: release the OpCache first.
+  virtual void unload_module(std::string_view name) = 0;
+  /// True when loaded, or loadable from the `modules_dir` option.
+  virtual bool has_module(std::string_view name) = 0;
+  /// Resolves module::func without caching (OpCache::kernel memoizes). Loads the module from
+  /// `modules_dir` on first use. Error(not_found) lists the module's functions.
+  virtual KernelHandle kernel(std::string_view module, std::string_view func) = 0;
+  /// A published symbol's device address and size; nullopt when the module has no such symbol.
+  virtual std::optional<DeviceSymbol> device_symbol(std::string_view module, std::string_view symbol) = 0;
+
+  // ---- work
+  /// params: one pointer per kernel argument, as cuLaunchKernel takes them.
+  virtual void launch(KernelHandle f, Dim3 grid, Dim3 block, std::uint32_t shared_bytes, Stream stream,
+                      void** params) = 0;
+  /// Convenience: launch(f, grid, block, shared, stream, a, b, c) with arguments by value.
+  template <class... Args>
+  void launch_args(KernelHandle f, Dim3 grid, Dim3 block, std::uint32_t shared_bytes, Stream stream,
+                   const Args&... args) {
+    std::array<void*, sizeof...(Args) + 1> params{const_cast<void*>(static_cast<const void*>(&args))...};
+    launch(f, grid, block, shared_bytes, stream, params.data());
+  }
+
+  // ---- queries and the ledger
+  virtual MemoryInfo memory_info() = 0;
+  virtual DeviceInfo device_info() = 0;
+  virtual LedgerStats ledger_stats() = 0;
+  std::uint64_t live_bytes() { return ledger_stats().live_bytes; }
+  std::uint64_t live_alloc_count() { return ledger_stats().live_count; }
+  /// Human-readable live allocations grouped by call site, largest first, at most top_n sites.
+  virtual std::string alloc_report(std::size_t top_n = 10) = 0;
+  /// Frees everything still live on the ledger (logged as a warning); returns what was swept.
+  virtual LedgerStats sweep_unreleased() = 0;
+
+ private:
+  OpCache op_cache_;
+};
+
+}  // namespace gpuplug

@@ -1,0 +1,12 @@
+// SPDX-License-Identifier: Apache-2.0
+// The whole gpuplug C++ API in one include.
+#pragma once
+
+#include <gpuplug/abi.h>
+#include <gpuplug/backend.hpp>
+#include <gpuplug/log.hpp>
+#include <gpuplug/op_cache.hpp>
+#include <gpuplug/registry.hpp>
+#include <gpuplug/teardown.hpp>
+#include <gpuplug/types.hpp>
+#include <gpuplug/version.hpp>

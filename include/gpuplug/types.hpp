@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: Apache-2.0
+// Value types shared by the whole C++ API: handles, dimensions, statuses and the one error type.
+#pragma once
+
+#include <gpuplug/abi.h>
+
+#include <compare>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace gpuplug {
+
+/// Outcome of an operation; mirrors GPUPLUG_STATUS_* one to one.
+enum class Status : std::int32_t {
+  success = GPUPLUG_STATUS_SUCCESS,
+  invalid_argument = GPUPLUG_STATUS_INVALID_ARGUMENT,
+  out_of_memory = GPUPLUG_STATUS_OUT_OF_MEMORY,
+  not_found = GPUPLUG_STATUS_NOT_FOUND,
+  unsupported = GPUPLUG_STATUS_UNSUPPORTED,
+  unavailable = GPUPLUG_STATUS_UNAVAILABLE,
+  invalid_image = GPUPLUG_STATUS_INVALID_IMAGE,
+  launch_failed = GPUPLUG_STATUS_LAUNCH_FAILED,
+  device_error = GPUPLUG_STATUS_DEVICE_ERROR,
+  internal = GPUPLUG_STATUS_INTERNAL,
+};
+
+/// "invalid_argument", "out_of_memory", ...; "unknown status N" for codes outside the enum.
+std::string to_string(Status s);
+
+/// The one exception type of the C++ API. what() reads "<backend>: <message>".
+class Error : public std::runtime_error {
+ public:
+  Error(Status status, std::string backend, std::string message);
+  Status status() const noexcept { return status_; }
+  const std::string& backend() const noexcept { return backend_; }  // "cuda:0", "" when none
+  const std::string& message() const noexcept { return message_; }  // without the backend prefix
+
+ private:
+  Status status_;
+  std::string backend_;
+  std::string message_;
+};
+
+/// A resolved kernel function of one backend. 0 is null. Only meaningful to the backend that made it.
+struct KernelHandle {
+  std::uint64_t value = 0;
+  explicit operator bool() const noexcept { return value != 0; }
+  friend auto operator<=>(const KernelHandle&, const KernelHandle&) = default;
+};
+
+/// A device (or managed) address of one backend. 0 is null.
+struct DevicePtr {
+  std::uint64_t value = 0;
+  explicit operator bool() const noexcept { return value != 0; }
+  template <class T>
+  T* as() const noexcept {  // for host-visible memory (host backend, managed memory)
+    return reinterpret_cast<T*>(static_cast<std::uintptr_t>(value));
+  }
+  DevicePtr operator+(std::uint64_t bytes) const noexcept { return DevicePtr{value + bytes}; }
+  friend auto operator<=>(const DevicePtr&, const DevicePtr&) = default;
+};
+
+/// A stream of one backend; the default-constructed value is the default stream.
+struct Stream {
+  std::uint64_t value = 0;
+  friend auto operator<=>(const Stream&, const Stream&) = default;
+};
+
+struct Dim3 {
+  std::uint32_t x = 1, y = 1, z = 1;
+  friend bool operator==(const Dim3&, const Dim3&) = default;
+};
+
+/// A published device symbol: its address on the device and its size in bytes.
+struct DeviceSymbol {
+  DevicePtr address;
+  std::size_t bytes = 0;
+};
+
+/// key=value options passed to a plugin's create (e.g. {"device_memory_limit", "64M"}).
+using Options = std::map<std::string, std::string>;
+
+struct MemoryInfo {
+  std::uint64_t free_bytes = 0;
+  std::uint64_t total_bytes = 0;
+};
+
+struct DeviceInfo {
+  std::uint32_t ordinal = 0;
+  std::string name;
+  std::string uuid;
+  std::string arch;
+  std::uint64_t total_memory = 0;
+  std::uint64_t free_memory = 0;
+  std::uint32_t compute_units = 0;
+  bool managed_memory = false;
+};
+
+struct LedgerStats {
+  std::uint64_t live_bytes = 0;
+  std::uint64_t live_count = 0;
+  std::uint64_t peak_bytes = 0;
+  std::uint64_t live_managed_bytes = 0;
+  std::uint64_t total_allocs = 0;
+  std::uint64_t total_frees = 0;
+};
+
+}  // namespace gpuplug
+
+template <>
+struct std::hash<gpuplug::KernelHandle> {
+  std::size_t operator()(const gpuplug::KernelHandle& h) const noexcept { return std::hash<std::uint64_t>{}(h.value); }
+};
+template <>
+struct std::hash<gpuplug::DevicePtr> {
+  std::size_t operator()(const gpuplug::DevicePtr& p) const noexcept { return std::hash<std::uint64_t>{}(p.value); }
+};
+template <>
+struct std::hash<gpuplug::Stream> {
+  std::size_t operator()(const gpuplug::Stream& s) const noexcept { return std::hash<std::uint64_t>{}(s.value); }
+};
