@@ -1,0 +1,34 @@
+# SPDX-License-Identifier: Apache-2.0
+# Shared by scripts/*: installs what the build needs on Debian 12, and configures/builds a preset.
+
+GPUPLUG_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
+# Debian packages the build and tests need. CUDA is not a Debian package: it is used when found
+# at /usr/local/cuda (or CUDA_PATH), and skipped with a configure message otherwise.
+GPUPLUG_DEBIAN_PACKAGES=(
+  cmake ninja-build g++ clang pkg-config file
+  libboost-dev libboost-log-dev libboost-test-dev libboost-filesystem-dev
+  libbenchmark-dev
+  hipcc libamdhip64-dev
+)
+
+gpuplug_install_deps() {
+  local missing=()
+  for pkg in "${GPUPLUG_DEBIAN_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  if ((${#missing[@]})); then
+    echo "gpuplug: installing Debian packages: ${missing[*]}"
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+}
+
+# gpuplug_build <preset>: configures (once) and builds build/<preset>.
+gpuplug_build() {
+  local preset=$1
+  cmake --preset "$preset" -S "$GPUPLUG_ROOT" >/dev/null || cmake --preset "$preset" -S "$GPUPLUG_ROOT" || return 1
+  cmake --build --preset "$preset" || return 1
+}
