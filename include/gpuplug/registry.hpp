@@ -42,7 +42,7 @@ std::string_view to_string(PluginReason r) noexcept;
 /// One candidate plugin file and what became of it.
 struct PluginInfo {
   std::filesystem::path path;
-  std::string name;      // "cuda"; the file stem when the table could not be read
+  std::string name;      // "cuda"; from the file name (libgpuplug-<name>.so) until a table names it
   std::string vendor;
   std::string version;   // the plugin's own version string
   std::uint32_t abi_version = 0;  // negotiated; 0 when none

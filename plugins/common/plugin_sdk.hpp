@@ -64,6 +64,7 @@ std::uint64_t parse_byte_size(std::string_view key, std::string_view text);
 /// Options every plugin understands, parsed once at create.
 struct DeviceConfig {
   std::uint32_t ordinal = 0;
+  std::string plugin_name;                           // P::name, set by the SDK before P::create
   std::optional<std::uint64_t> device_memory_limit;  // "device_memory_limit"
   std::optional<std::filesystem::path> modules_dir;  // "modules_dir"
   std::map<std::string, std::string> options;        // every key=value given, extras included

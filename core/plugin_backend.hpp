@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: Apache-2.0
+// PluginBackend (core-private): the GpuBackend that forwards every operation to a plugin's C table.
+#pragma once
+
+#include <gpuplug/abi.h>
+
+#include <gpuplug/backend.hpp>
+#include <memory>
+#include <string>
+
+namespace boost::dll {
+class shared_library;
+}  // namespace boost::dll
+
+namespace gpuplug::detail {
+
+/// The plugin table as the core uses it: a copy of the first `struct_size` bytes the plugin
+/// published (the host never reads past them), with every byte beyond left zero.
+/// Precondition for a PluginBackend: the registry validated the required slots (non-null).
+gpuplug_plugin_v1 copy_table(const gpuplug_plugin_v1& published) noexcept;
+
+/// The C device description as the C++ API reports it (fixed-size strings read up to their NUL).
+DeviceInfo to_device_info(const gpuplug_device_info_t& raw);
+
+class PluginBackend;
+
+/// The optional slots of abi.h, resolved once at construction: either a thunk into the plugin's
+/// slot or the default abi.h states. This is the one place where optional slots are null-checked.
+struct OptionalSlots {
+  gpuplug_status_t (*alloc_managed)(const PluginBackend&, std::uint64_t, const char*,
+                                    std::uint64_t*);
+  gpuplug_status_t (*copy_h2d_async)(const PluginBackend&, std::uint64_t, const void*,
+                                     std::uint64_t, std::uint64_t);
+  gpuplug_status_t (*copy_d2h_async)(const PluginBackend&, void*, std::uint64_t, std::uint64_t,
+                                     std::uint64_t);
+  gpuplug_status_t (*copy_d2d_async)(const PluginBackend&, std::uint64_t, std::uint64_t,
+                                     std::uint64_t, std::uint64_t);
+  gpuplug_status_t (*unload_module)(const PluginBackend&, const char*);
+  /// nullptr: the plugin has no per-site report (alloc_report then summarises ledger_stats).
+  std::size_t (*ledger_report)(const PluginBackend&, std::uint32_t, char*, std::size_t);
+};
+
+/// One plugin instance (one device). Keeps the plugin library loaded for as long as it lives.
+/// Thread-safety: as GpuBackend (the plugin's slots are thread-safe by the ABI's contract).
+class PluginBackend final : public GpuBackend {
+ public:
+  /// Calls table.create(ordinal, options, services). Throws Error(status, "<plugin>:<ordinal>",
+  /// "create: <plugin's message>") when the plugin refuses.
+  PluginBackend(std::shared_ptr<const boost::dll::shared_library> library,
+                const gpuplug_plugin_v1& table, std::uint32_t ordinal, const Options& options);
+  /// Releases the OpCache (failures logged), then destroys the plugin instance. Never throws.
+  ~PluginBackend() override;
+
+  std::string_view name() const noexcept override { return name_; }
+  std::string_view plugin_name() const noexcept override { return plugin_name_; }
+  std::uint32_t ordinal() const noexcept override { return ordinal_; }
+
+  DevicePtr alloc(std::size_t bytes, const char* site) override;
+  DevicePtr alloc_managed(std::size_t bytes, const char* site) override;
+  void free(DevicePtr p) override;
+  void copy_h2d(DevicePtr dst, const void* src, std::size_t bytes) override;
+  void copy_d2h(void* dst, DevicePtr src, std::size_t bytes) override;
+  void copy_d2d(DevicePtr dst, DevicePtr src, std::size_t bytes) override;
+  void copy_h2d_async(DevicePtr dst, const void* src, std::size_t bytes, Stream stream) override;
+  void copy_d2h_async(void* dst, DevicePtr src, std::size_t bytes, Stream stream) override;
+  void copy_d2d_async(DevicePtr dst, DevicePtr src, std::size_t bytes, Stream stream) override;
+  void memset(DevicePtr dst, std::uint8_t value, std::size_t bytes, Stream stream) override;
+  Stream create_stream() override;
+  void destroy_stream(Stream stream) override;
+  void synchronize(Stream stream) override;
+  void synchronize() override;
+  void load_module(std::string_view name, std::span<const std::byte> image) override;
+  void unload_module(std::string_view name) override;
+  bool has_module(std::string_view name) override;
+  KernelHandle kernel(std::string_view module, std::string_view func) override;
+  std::optional<DeviceSymbol> device_symbol(std::string_view module,
+                                            std::string_view symbol) override;
+  void launch(KernelHandle f, Dim3 grid, Dim3 block, std::uint32_t shared_bytes, Stream stream,
+              void** params) override;
+  MemoryInfo memory_info() override;
+  DeviceInfo device_info() override;
+  LedgerStats ledger_stats() override;
+  std::string alloc_report(std::size_t top_n) override;
+  LedgerStats sweep_unreleased() override;
+
+  // For the optional-slot thunks and defaults.
+  const gpuplug_plugin_v1& table() const noexcept { return table_; }
+  gpuplug_instance_t instance() const noexcept { return instance_; }
+  /// Throws Error(status, name(), "<operation>: <plugin's last_error>") unless status is success.
+  void check(gpuplug_status_t status, std::string_view operation) const {
+    if (status != GPUPLUG_STATUS_SUCCESS) [[unlikely]]
+      throw_status(status, operation);
+  }
+  [[noreturn]] void throw_status(gpuplug_status_t status, std::string_view operation) const;
+
+ private:
+  static void log_callback(void* user, gpuplug_log_level_t level, const char* message);
+  std::string last_error() const;
+
+  // Order matters: the library is declared first so it is released last, after the instance.
+  std::shared_ptr<const boost::dll::shared_library> library_;
+  gpuplug_plugin_v1 table_;
+  OptionalSlots optional_;
+  std::string plugin_name_;
+  std::uint32_t ordinal_;
+  std::string name_;                  // "<plugin>:<ordinal>"; the log channel of the plugin
+  gpuplug_host_services_t services_;  // must stay valid until destroy returns
+  gpuplug_instance_t instance_ = nullptr;
+};
+
+}  // namespace gpuplug::detail

@@ -1,0 +1,11 @@
+// SPDX-License-Identifier: Apache-2.0
+// Module "activation" for the CUDA backend: x = max(x + bias[col], 0) over a row-major matrix.
+#include <stdint.h>
+
+// Launch: grid = ceil(rows * cols / 256), block = 256; one element per thread.
+extern "C" __global__ void bias_relu(uint32_t rows, uint32_t cols, const float* bias, float* x) {
+  const uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<uint64_t>(rows) * cols) return;
+  const float v = x[i] + bias[i % cols];
+  x[i] = v > 0.0f ? v : 0.0f;
+}

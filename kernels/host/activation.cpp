@@ -1,0 +1,20 @@
+// SPDX-License-Identifier: Apache-2.0
+// Host kernel module "activation": bias + ReLU in place.
+#include "host_kernel.hpp"
+
+using namespace gpuplug::host_kernels;
+
+// bias_relu(uint32 rows, uint32 cols, const float* bias, float* x):
+// x[r*cols+c] = max(x[r*cols+c] + bias[c], 0). Indices are 64-bit: rows*cols may pass 2^32.
+GPUPLUG_HOST_KERNEL(bias_relu) {
+  const std::uint64_t rows = arg<std::uint32_t>(params, 0);
+  const std::uint64_t cols = arg<std::uint32_t>(params, 1);
+  const float* bias = ptr<const float>(params, 2);
+  float* x = ptr<float>(params, 3);
+  if (cols == 0) return;
+  const Range r = block_range(block, rows * cols);
+  for (std::uint64_t i = r.begin; i < r.end; ++i) {
+    const float v = x[i] + bias[i % cols];
+    x[i] = v > 0.0f ? v : 0.0f;
+  }
+}

@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: Apache-2.0
+// Helpers for host kernels: reading arguments from params and walking a block's threads.
+#pragma once
+
+// The calling convention is documented in <gpuplug/abi.h> and plugins/host/device.hpp.
+#include <gpuplug/abi.h>
+
+#include <cstdint>
+#include <cstring>
+
+namespace gpuplug::host_kernels {
+
+/// Argument i as a value of type T (uint32_t, float, ...).
+template <class T>
+inline T arg(void* const* params, int i) noexcept {
+  T value;
+  std::memcpy(&value, params[i], sizeof value);
+  return value;
+}
+
+/// Argument i as a device pointer: the argument is a uint64 device address.
+template <class T>
+inline T* ptr(void* const* params, int i) noexcept {
+  return reinterpret_cast<T*>(static_cast<std::uintptr_t>(arg<std::uint64_t>(params, i)));
+}
+
+/// [begin, end) of the 1-D element range a block covers (block_idx.x * block_dim.x + t for the
+/// block's threads t), clamped to n: the bounds check every element-wise kernel needs.
+struct Range {
+  std::uint64_t begin, end;
+};
+inline Range block_range(const gpuplug_host_block_t* b, std::uint64_t n) noexcept {
+  const std::uint64_t begin = static_cast<std::uint64_t>(b->block_idx.x) * b->block_dim.x;
+  const std::uint64_t end = begin + b->block_dim.x;
+  return {begin < n ? begin : n, end < n ? end : n};
+}
+
+}  // namespace gpuplug::host_kernels
+
+/// Declares a kernel with the host calling convention, exported from the module.
+#define GPUPLUG_HOST_KERNEL(name) \
+  extern "C" GPUPLUG_PLUGIN_EXPORT void name(const gpuplug_host_block_t* block, void* const* params)

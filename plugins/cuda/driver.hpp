@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CUDA driver loader: libcuda.so.1 opened with dlopen once per process, never linked.
+#pragma once
+
+// Why a loader: the plugin must load (and say why CUDA is unusable) on machines without an
+// NVIDIA driver, so libgpuplug-cuda.so has no DT_NEEDED on libcuda. cuda.h is included only for
+// its types and prototypes (the latter give each entry point's exact signature via decltype);
+// every call goes through the table below.
+//
+// Driver minimum (the rule implemented by load()): the kernels in kernels/cuda are built by the
+// toolkit GPUPLUG_CUDA_KERNEL_TOOLKIT_VERSION (from `nvcc --version` at configure time). CUDA's
+// minor version compatibility lets code built by toolkit X.Y run on any driver of the same
+// major release X.0 or newer, so a driver below X.0 is refused as "driver too old", naming
+// both versions (CUDA 13.x: driver >= 13.0, i.e. r580). A driver of the same major but older
+// than X.Y still runs the SASS (sm_80, sm_90) entries, but cannot JIT the X.Y PTX for newer
+// GPUs; that is logged as a warning at create, not refused.
+
+#include <cuda.h>
+#include <gpuplug/abi.h>
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+namespace gpuplug::cuda {
+
+// Entry points gpuplug cannot work without. X(member, symbol): symbol is the name passed to
+// cuGetProcAddress (its base name; the driver picks the ABI version of the CUDA_VERSION we were
+// compiled against, e.g. cuMemAlloc -> cuMemAlloc_v2, cuDeviceGetUuid -> cuDeviceGetUuid_v2).
+#define GPUPLUG_CUDA_REQUIRED_ENTRY_POINTS(X)          \
+  X(get_error_name, cuGetErrorName)                    \
+  X(get_error_string, cuGetErrorString)                \
+  X(device_get_count, cuDeviceGetCount)                \
+  X(device_get, cuDeviceGet)                           \
+  X(device_get_name, cuDeviceGetName)                  \
+  X(device_get_uuid, cuDeviceGetUuid)                  \
+  X(device_total_mem, cuDeviceTotalMem)                \
+  X(device_get_attribute, cuDeviceGetAttribute)        \
+  X(primary_ctx_retain, cuDevicePrimaryCtxRetain)      \
+  X(primary_ctx_release, cuDevicePrimaryCtxRelease)    \
+  X(primary_ctx_get_state, cuDevicePrimaryCtxGetState) \
+  X(ctx_set_current, cuCtxSetCurrent)                  \
+  X(ctx_push_current, cuCtxPushCurrent)                \
+  X(ctx_pop_current, cuCtxPopCurrent)                  \
+  X(ctx_synchronize, cuCtxSynchronize)                 \
+  X(mem_get_info, cuMemGetInfo)                        \
+  X(mem_alloc, cuMemAlloc)                             \
+  X(mem_alloc_managed, cuMemAllocManaged)              \
+  X(mem_free, cuMemFree)                               \
+  X(pointer_get_attribute, cuPointerGetAttribute)      \
+  X(memcpy_htod, cuMemcpyHtoD)                         \
+  X(memcpy_dtoh, cuMemcpyDtoH)                         \
+  X(memcpy_dtod, cuMemcpyDtoD)                         \
+  X(memcpy_htod_async, cuMemcpyHtoDAsync)              \
+  X(memcpy_dtoh_async, cuMemcpyDtoHAsync)              \
+  X(memcpy_dtod_async, cuMemcpyDtoDAsync)              \
+  X(memset_d8_async, cuMemsetD8Async)                  \
+  X(stream_create, cuStreamCreate)                     \
+  X(stream_destroy, cuStreamDestroy)                   \
+  X(stream_synchronize, cuStreamSynchronize)           \
+  X(module_load_data_ex, cuModuleLoadDataEx)           \
+  X(module_unload, cuModuleUnload)                     \
+  X(module_get_function, cuModuleGetFunction)          \
+  X(module_get_global, cuModuleGetGlobal)              \
+  X(launch_kernel, cuLaunchKernel)
+
+// Entry points used when the driver has them (null otherwise): listing a module's kernels for
+// "not found" messages needs CUDA 12.4 (enumeration) and 12.3 (cuFuncGetName).
+#define GPUPLUG_CUDA_OPTIONAL_ENTRY_POINTS(X)               \
+  X(module_get_function_count, cuModuleGetFunctionCount)    \
+  X(module_enumerate_functions, cuModuleEnumerateFunctions) \
+  X(func_get_name, cuFuncGetName)
+
+/// The loaded driver: why it is (un)usable and its entry points.
+///
+/// Lifetime: one per process, built on first use by driver() and never destroyed; it is
+/// trivially destructible (plain function pointers and fixed buffers), so it adds no exit-time
+/// destructor to the plugin, as the plugin rules require. This is driver state, not backend
+/// state: every CudaDevice holds its own context, streams, modules and ledger. libcuda.so.1 is
+/// never dlclose'd (the NVIDIA driver does not support being unloaded and loaded again within a
+/// process), so the pointers stay valid even across unloading and reloading this plugin.
+struct DriverApi {
+  gpuplug_probe_reason_t reason = GPUPLUG_PROBE_ERROR;  // GPUPLUG_PROBE_AVAILABLE when usable
+  char message[480] = {};  // why unusable, or a summary: "CUDA driver 13.0, 1 device"
+  int driver_version = 0;  // cuDriverGetVersion (e.g. 13000); 0 when unknown
+  int device_count = 0;    // cuDeviceGetCount after cuInit; 0 unless available
+
+// NOLINTNEXTLINE(bugprone-macro-parentheses): a declaration, not an expression
+#define GPUPLUG_CUDA_MEMBER(member, symbol) decltype(&::symbol) member = nullptr;
+  GPUPLUG_CUDA_REQUIRED_ENTRY_POINTS(GPUPLUG_CUDA_MEMBER)
+  GPUPLUG_CUDA_OPTIONAL_ENTRY_POINTS(GPUPLUG_CUDA_MEMBER)
+#undef GPUPLUG_CUDA_MEMBER
+
+  bool available() const noexcept { return reason == GPUPLUG_PROBE_AVAILABLE; }
+};
+static_assert(std::is_trivially_destructible_v<DriverApi>,
+              "driver state must add no exit-time destructor");
+
+/// The process's driver, loaded (dlopen, version check, entry points, cuInit, device count) on
+/// the first call. Thread-safe (a function-local static); never throws; never fails: check
+/// available() and read reason/message.
+const DriverApi& driver() noexcept;
+
+/// The driver version the kernels need (X.0 of the toolkit that built them; see the top).
+int minimum_driver_version() noexcept;
+/// The toolkit version that built the kernels (e.g. 13000), for the PTX JIT warning.
+int kernel_toolkit_version() noexcept;
+
+/// "13.0" for 13000.
+std::string version_text(int cuda_version);
+
+/// "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (out of memory)": the operation, the error's name and
+/// its description. Uses the driver's cuGetErrorName/String when loaded.
+std::string describe_error(const char* operation, CUresult result);
+
+/// Maps a CUresult to the ABI status an operation reports (OUT_OF_MEMORY, INVALID_IMAGE, ...).
+/// Kernel faults map to LAUNCH_FAILED everywhere (they surface at the next synchronising call);
+/// `launching` also maps the other errors of a launch to LAUNCH_FAILED, except invalid
+/// arguments (a bad grid, block or handle), which stay INVALID_ARGUMENT.
+gpuplug_status_t status_of(CUresult result, bool launching = false) noexcept;
+
+/// Throws sdk::Failure(status_of(result), describe_error(operation, result)) unless success.
+void check(CUresult result, const char* operation);
+
+}  // namespace gpuplug::cuda

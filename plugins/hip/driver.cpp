@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: Apache-2.0
+// The HIP runtime loader: dlopen, entry points, hipInit and the device count, once per process.
+#include "driver.hpp"
+
+#include <dlfcn.h>
+
+#include <array>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string_view>
+
+#include "plugin_sdk.hpp"
+
+namespace gpuplug::hip {
+namespace {
+
+// Tried in order: the unversioned name (the development symlink, i.e. the system's chosen ROCm),
+// then the newest major first, so that a machine with both picks the runtime that knows the
+// newest GPUs.
+constexpr std::array<const char*, 3> kLibraryNames = {"libamdhip64.so", "libamdhip64.so.6",
+                                                      "libamdhip64.so.5"};
+
+// The one process-wide DriverApi and the flag that builds it. Both are constant-initialized and
+// trivially destructible (see DriverApi), so neither runs code at load or at exit.
+constinit DriverApi g_driver{};
+constinit std::once_flag g_driver_once{};
+
+void set_message(DriverApi& api, gpuplug_probe_reason_t reason, const std::string& message) {
+  api.reason = reason;
+  std::snprintf(api.message, sizeof api.message, "%s", message.c_str());
+}
+
+// "5.2" for 50221153 (HIP_VERSION = major * 10000000 + minor * 100000 + patch).
+std::string version_text(int version) {
+  return std::to_string(version / 10000000) + "." + std::to_string(version / 100000 % 100);
+}
+
+void load(DriverApi& api) {
+  void* library = nullptr;
+  std::string why;  // the most telling dlerror: one about the library itself beats "no such file"
+  for (const char* name : kLibraryNames) {
+    library = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (library != nullptr) {
+      std::snprintf(api.library, sizeof api.library, "%s", name);
+      break;
+    }
+    const char* error = dlerror();
+    std::string text = error != nullptr ? error : name;
+    if (why.empty() || (why.find("No such file") != std::string::npos &&
+                        text.find("No such file") == std::string::npos))
+      why = text;
+  }
+  if (library == nullptr) {
+    set_message(api, GPUPLUG_PROBE_DRIVER_MISSING,
+                "driver missing: libamdhip64.so not found (" + why + ")");
+    return;
+  }
+
+  // Required entry points: a runtime lacking one is too old for this plugin.
+  std::string missing;
+#define GPUPLUG_HIP_RESOLVE(member, symbol)                                     \
+  api.member = reinterpret_cast<decltype(api.member)>(dlsym(library, #symbol)); \
+  if (api.member == nullptr) missing += (missing.empty() ? "" : ", ") + std::string(#symbol);
+  GPUPLUG_HIP_REQUIRED_ENTRY_POINTS(GPUPLUG_HIP_RESOLVE)
+  GPUPLUG_HIP_RESOLVE(malloc, hipMalloc)
+  GPUPLUG_HIP_RESOLVE(malloc_managed, hipMallocManaged)
+#undef GPUPLUG_HIP_RESOLVE
+#define GPUPLUG_HIP_RESOLVE_OPTIONAL(member, symbol) \
+  api.member = reinterpret_cast<decltype(api.member)>(dlsym(library, #symbol));
+  GPUPLUG_HIP_OPTIONAL_ENTRY_POINTS(GPUPLUG_HIP_RESOLVE_OPTIONAL)
+#undef GPUPLUG_HIP_RESOLVE_OPTIONAL
+  if (!missing.empty()) {
+    set_message(api, GPUPLUG_PROBE_DRIVER_TOO_OLD,
+                "driver too old: " + std::string(api.library) + " lacks " + missing +
+                    " (gpuplug needs a HIP runtime of ROCm 5.0 or newer)");
+    return;
+  }
+  if (api.runtime_get_version(&api.runtime_version) != hipSuccess) api.runtime_version = 0;
+  const std::string runtime = "HIP runtime " +
+                              (api.runtime_version > 0 ? version_text(api.runtime_version)
+                                                       : std::string("(version unknown)")) +
+                              " (" + api.library + ")";
+
+  // Without a GPU, hipInit answers hipErrorInvalidDevice on some releases and hipGetDeviceCount
+  // hipErrorNoDevice: the count is the authority, hipInit's result only explains other failures.
+  const hipError_t init = api.init(0);
+  int count = 0;
+  const hipError_t counted = api.get_device_count(&count);
+  if (counted == hipErrorNoDevice || (counted == hipSuccess && count <= 0)) {
+    set_message(api, GPUPLUG_PROBE_NO_DEVICE, "no AMD GPU (hipErrorNoDevice); " + runtime);
+    return;
+  }
+  if (counted != hipSuccess) {
+    set_message(api, GPUPLUG_PROBE_ERROR,
+                describe_error(api, "hipGetDeviceCount", counted) + "; " + runtime);
+    return;
+  }
+  if (init != hipSuccess) {
+    set_message(api, GPUPLUG_PROBE_ERROR, describe_error(api, "hipInit", init) + "; " + runtime);
+    return;
+  }
+  api.device_count = count;
+  set_message(api, GPUPLUG_PROBE_AVAILABLE,
+              runtime + ", " + std::to_string(count) + (count == 1 ? " device" : " devices"));
+}
+
+}  // namespace
+
+const DriverApi& driver() noexcept {
+  std::call_once(g_driver_once, [] {
+    try {
+      load(g_driver);
+    } catch (...) {  // std::bad_alloc while building a message: report, never throw
+      g_driver.reason = GPUPLUG_PROBE_ERROR;
+      std::snprintf(g_driver.message, sizeof g_driver.message, "loading the HIP runtime failed");
+    }
+  });
+  return g_driver;
+}
+
+std::string describe_error(const DriverApi& hip, const std::string& operation, hipError_t error) {
+  const char* name = hip.get_error_name != nullptr ? hip.get_error_name(error) : nullptr;
+  const char* text = hip.get_error_string != nullptr ? hip.get_error_string(error) : nullptr;
+  std::string out = operation + ": ";
+  out += name != nullptr ? name : "hipError_t " + std::to_string(static_cast<int>(error));
+  if (text != nullptr && *text != '\0' && (name == nullptr || std::strcmp(name, text) != 0))
+    out += std::string(" (") + text + ")";
+  return out;
+}
+
+gpuplug_status_t status_of(hipError_t error, bool launching) noexcept {
+  switch (error) {
+    case hipSuccess:
+      return GPUPLUG_STATUS_SUCCESS;
+    case hipErrorOutOfMemory:
+      return GPUPLUG_STATUS_OUT_OF_MEMORY;
+    // A kernel that faulted surfaces at the next synchronizing call, whatever it is.
+    case hipErrorIllegalAddress:
+    case hipErrorLaunchFailure:
+    case hipErrorAssert:
+    case hipErrorLaunchTimeOut:
+    case hipErrorPriorLaunchFailure:
+      return GPUPLUG_STATUS_LAUNCH_FAILED;
+    default:
+      break;
+  }
+  if (launching) return GPUPLUG_STATUS_LAUNCH_FAILED;
+  switch (error) {
+    case hipErrorInvalidValue:
+    case hipErrorInvalidDevicePointer:
+    case hipErrorInvalidMemcpyDirection:
+    case hipErrorInvalidHandle:
+    case hipErrorInvalidSymbol:
+      return GPUPLUG_STATUS_INVALID_ARGUMENT;
+    case hipErrorNotFound:
+      return GPUPLUG_STATUS_NOT_FOUND;
+    case hipErrorNotSupported:
+      return GPUPLUG_STATUS_UNSUPPORTED;
+    case hipErrorNoDevice:
+    case hipErrorInvalidDevice:
+    case hipErrorInsufficientDriver:
+    case hipErrorNotInitialized:
+    case hipErrorDeinitialized:
+      return GPUPLUG_STATUS_UNAVAILABLE;
+    case hipErrorInvalidImage:
+    case hipErrorNoBinaryForGpu:
+    case hipErrorInvalidKernelFile:
+    case hipErrorSharedObjectInitFailed:
+    case hipErrorSharedObjectSymbolNotFound:
+      return GPUPLUG_STATUS_INVALID_IMAGE;
+    default:
+      return GPUPLUG_STATUS_DEVICE_ERROR;
+  }
+}
+
+void fail_hip(const DriverApi& hip, const std::string& operation, hipError_t error,
+              bool launching) {
+  sdk::fail(status_of(error, launching), describe_error(hip, operation, error));
+}
+
+}  // namespace gpuplug::hip

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: Apache-2.0
+// The HIP runtime loader: libamdhip64.so opened with dlopen once per process, never linked.
+#pragma once
+
+// Why a loader: the plugin must load (and say why HIP is unusable) on machines without ROCm, so
+// libgpuplug-hip.so has no DT_NEEDED on libamdhip64. hip_runtime_api.h is included (with
+// __HIP_PLATFORM_AMD__) only for its types and prototypes; the prototypes give each entry
+// point's exact signature through decltype, and every call goes through the table below.
+//
+// Runtime versions: the names tried are libamdhip64.so, .so.6 and .so.5. Only entry points whose
+// C signature is the same in ROCm 5 and 6 are used. The one structure read, hipDeviceProp_t
+// (for gcnArchName and nothing else), changed layout in ROCm 6; there `hipGetDeviceProperties`
+// is a macro for hipGetDevicePropertiesR0600 while the exported symbol of the plain name keeps
+// the ROCm 5 layout, which is exactly the layout of the 5.x headers we compile against. The
+// buffer handed to it is oversized anyway, and the arch string is only trusted when it reads
+// like one (see device.cpp).
+
+#include <gpuplug/abi.h>
+#include <hip/hip_runtime_api.h>
+
+#include <string>
+#include <type_traits>
+
+namespace gpuplug::hip {
+
+// Entry points gpuplug cannot work without. X(member, symbol). A runtime that lacks one is
+// reported as "driver too old", naming the symbol.
+#define GPUPLUG_HIP_REQUIRED_ENTRY_POINTS(X)       \
+  X(get_error_name, hipGetErrorName)               \
+  X(get_error_string, hipGetErrorString)           \
+  X(init, hipInit)                                 \
+  X(runtime_get_version, hipRuntimeGetVersion)     \
+  X(get_device_count, hipGetDeviceCount)           \
+  X(get_device, hipGetDevice)                      \
+  X(set_device, hipSetDevice)                      \
+  X(device_get_name, hipDeviceGetName)             \
+  X(device_total_mem, hipDeviceTotalMem)           \
+  X(device_get_attribute, hipDeviceGetAttribute)   \
+  X(get_device_properties, hipGetDeviceProperties) \
+  X(mem_get_info, hipMemGetInfo)                   \
+  X(free, hipFree)                                 \
+  X(memcpy, hipMemcpy)                             \
+  X(memcpy_async, hipMemcpyAsync)                  \
+  X(memset_d8_async, hipMemsetD8Async)             \
+  X(stream_create, hipStreamCreate)                \
+  X(stream_destroy, hipStreamDestroy)              \
+  X(stream_synchronize, hipStreamSynchronize)      \
+  X(module_load_data, hipModuleLoadData)           \
+  X(module_unload, hipModuleUnload)                \
+  X(module_get_function, hipModuleGetFunction)     \
+  X(module_get_global, hipModuleGetGlobal)         \
+  X(module_launch_kernel, hipModuleLaunchKernel)
+
+// Entry points used when the runtime has them (null otherwise).
+#define GPUPLUG_HIP_OPTIONAL_ENTRY_POINTS(X) \
+  X(device_get_uuid, hipDeviceGetUuid)       \
+  X(driver_get_version, hipDriverGetVersion)
+
+// hipMalloc and hipMallocManaged are overloaded in C++ (template helpers in the header), so their
+// C signatures are spelled out; the static_cast checks them against the header's declaration.
+using MallocFn = decltype(static_cast<hipError_t (*)(void**, size_t)>(&::hipMalloc));
+using MallocManagedFn =
+    decltype(static_cast<hipError_t (*)(void**, size_t, unsigned int)>(&::hipMallocManaged));
+
+/// The loaded runtime: why it is (un)usable and its entry points.
+///
+/// Lifetime: one per process, built on first use by driver() and never destroyed; it is
+/// trivially destructible (plain function pointers and fixed buffers), so it adds no exit-time
+/// destructor to the plugin, as the plugin rules require. This is driver state, not backend
+/// state: every HipDevice holds its own streams, modules and ledger. libamdhip64 is never
+/// dlclose'd (the ROCm runtime keeps process-wide threads and state and does not support being
+/// unloaded and loaded again), so the pointers stay valid even across reloading this plugin.
+struct DriverApi {
+  gpuplug_probe_reason_t reason = GPUPLUG_PROBE_ERROR;  // GPUPLUG_PROBE_AVAILABLE when usable
+  // Why unusable, or a summary: "HIP runtime 5.2 (libamdhip64.so), 1 device".
+  char message[480] = {};
+  char library[64] = {};    // the name that loaded: "libamdhip64.so.6"; "" when none did
+  int runtime_version = 0;  // hipRuntimeGetVersion (e.g. 50221153); 0 when unknown
+  int device_count = 0;     // hipGetDeviceCount; 0 unless available
+
+#define GPUPLUG_HIP_MEMBER(member, symbol) decltype(&::symbol) member = nullptr;
+  GPUPLUG_HIP_REQUIRED_ENTRY_POINTS(GPUPLUG_HIP_MEMBER)
+  GPUPLUG_HIP_OPTIONAL_ENTRY_POINTS(GPUPLUG_HIP_MEMBER)
+#undef GPUPLUG_HIP_MEMBER
+  MallocFn malloc = nullptr;
+  MallocManagedFn malloc_managed = nullptr;
+
+  bool available() const noexcept { return reason == GPUPLUG_PROBE_AVAILABLE; }
+};
+static_assert(std::is_trivially_destructible_v<DriverApi>,
+              "driver state must add no exit-time destructor");
+
+/// The process's runtime, loaded (dlopen, entry points, hipInit, device count) on the first
+/// call. Thread-safe; never throws; never fails: check available() and read reason/message.
+/// Reasons: DRIVER_MISSING (no library), DRIVER_TOO_OLD (an entry point is missing), NO_DEVICE
+/// ("no AMD GPU (hipErrorNoDevice)"), PROBE_ERROR (any other runtime error, named).
+const DriverApi& driver() noexcept;
+
+/// "hipMalloc(4096 bytes): hipErrorOutOfMemory (out of memory)": the operation, the error's name
+/// and its description (the description is left out where the runtime repeats the name).
+std::string describe_error(const DriverApi& hip, const std::string& operation, hipError_t error);
+
+/// Maps a hipError_t to the ABI status an operation reports (OUT_OF_MEMORY, INVALID_IMAGE, ...).
+/// `launching` maps kernel faults and launch errors to LAUNCH_FAILED.
+gpuplug_status_t status_of(hipError_t error, bool launching = false) noexcept;
+
+/// Throws sdk::Failure(status_of(error, launching), describe_error(...)). Cold path of check().
+[[noreturn]] void fail_hip(const DriverApi& hip, const std::string& operation, hipError_t error,
+                           bool launching = false);
+
+/// Returns when `error` is hipSuccess, else fail_hip. The message is only built on failure.
+inline void check(const DriverApi& hip, hipError_t error, const char* operation) {
+  if (error != hipSuccess) [[unlikely]]
+    fail_hip(hip, operation, error);
+}
+
+}  // namespace gpuplug::hip

@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: Apache-2.0
+// HostDevice: memory, copies, streams and launches of the host backend; machine facts for probe.
+#include "device.hpp"
+
+#include <sys/sysinfo.h>
+#include <sys/utsname.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <string>
+
+#include "ledger.hpp"
+
+namespace gpuplug::host {
+namespace {
+
+unsigned threads_option(const sdk::DeviceConfig& config) {
+  const auto it = config.options.find("threads");
+  if (it == config.options.end()) return machine_threads();
+  const std::string& text = it->second;
+  unsigned long n = 0;
+  bool ok = !text.empty() && text.size() <= 5;
+  for (char c : text) ok = ok && c >= '0' && c <= '9';
+  if (ok) n = std::strtoul(text.c_str(), nullptr, 10);
+  if (!ok || n == 0 || n > 4096)
+    sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+              "option threads='" + text + "' is not a worker count (1 to 4096)");
+  return static_cast<unsigned>(n);
+}
+
+void* as_ptr(std::uint64_t p) noexcept {
+  return reinterpret_cast<void*>(static_cast<std::uintptr_t>(p));
+}
+
+std::size_t as_size(std::uint64_t bytes) {
+  if (bytes > std::numeric_limits<std::size_t>::max())
+    sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+              std::to_string(bytes) + " bytes do not fit in this address space");
+  return static_cast<std::size_t>(bytes);
+}
+
+std::uint64_t host_alloc(std::uint64_t bytes, const char* what) {
+  // aligned_alloc wants a multiple of the alignment; bytes > 0 (the SDK turns 0 into 1).
+  const std::uint64_t rounded = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
+  void* p = rounded < bytes ? nullptr : std::aligned_alloc(kHostAlignment, as_size(rounded));
+  if (p == nullptr)
+    sdk::fail(GPUPLUG_STATUS_OUT_OF_MEMORY, std::string(what) + " of " +
+                                                sdk::describe_bytes(bytes) +
+                                                " failed: the host is out of memory");
+  return reinterpret_cast<std::uintptr_t>(p);
+}
+
+}  // namespace
+
+// ---- machine facts -----------------------------------------------------------------------------
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, fallback;
+  while (std::getline(in, line)) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = line.substr(0, colon);
+    while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
+    std::string value = line.substr(colon + 1);
+    while (!value.empty() && value.front() == ' ') value.erase(value.begin());
+    if (value.empty()) continue;
+    if (key == "model name") return value;  // x86, and aarch64 kernels that provide it
+    if (fallback.empty() &&
+        (key == "Hardware" || key == "Processor" || key == "cpu model" || key == "uarch"))
+      fallback = value;
+  }
+  return fallback.empty() ? "host CPU" : fallback;
+}
+
+std::string machine_arch() {
+  utsname u{};
+  if (uname(&u) == 0 && u.machine[0] != '\0') return u.machine;
+#if defined(__x86_64__)
+  return "x86_64";
+#elif defined(__aarch64__)
+  return "aarch64";
+#else
+  return "unknown";
+#endif
+}
+
+void host_memory(std::uint64_t& free_bytes, std::uint64_t& total_bytes) {
+  struct sysinfo si {};
+  if (sysinfo(&si) != 0)
+    sdk::fail(GPUPLUG_STATUS_DEVICE_ERROR, std::string("sysinfo failed: ") + std::strerror(errno));
+  const std::uint64_t unit = si.mem_unit == 0 ? 1 : si.mem_unit;
+  total_bytes = static_cast<std::uint64_t>(si.totalram) * unit;
+  free_bytes = static_cast<std::uint64_t>(si.freeram) * unit;
+}
+
+void describe_host(gpuplug_device_info_t& out, unsigned threads) {
+  std::snprintf(out.name, sizeof out.name, "%s", cpu_model_name().c_str());
+  out.uuid[0] = '\0';  // a CPU has no device UUID
+  std::snprintf(out.arch, sizeof out.arch, "%s", machine_arch().c_str());
+  host_memory(out.free_memory, out.total_memory);
+  out.compute_units = threads;
+  out.managed_memory = 1;  // host memory is reachable from both sides
+}
+
+// ---- HostDevice --------------------------------------------------------------------------------
+
+HostDevice::HostDevice(const sdk::DeviceConfig& config)
+    : sdk::Device(config), executor_(threads_option(config)) {}
+
+HostDevice::~HostDevice() { shutdown(); }
+
+std::uint64_t HostDevice::vendor_alloc(std::uint64_t bytes) {
+  return host_alloc(bytes, "device allocation");
+}
+
+std::uint64_t HostDevice::vendor_alloc_managed(std::uint64_t bytes) {
+  return host_alloc(bytes, "managed allocation");
+}
+
+void HostDevice::vendor_free(std::uint64_t ptr, gpuplug_alloc_kind_t /*kind*/) {
+  std::free(as_ptr(ptr));
+}
+
+void HostDevice::memory_info(std::uint64_t& free_bytes, std::uint64_t& total_bytes) {
+  host_memory(free_bytes, total_bytes);
+}
+
+void HostDevice::device_info(gpuplug_device_info_t& out) {
+  describe_host(out, executor_.workers());
+}
+
+void HostDevice::copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) {
+  executor_.copy(0, as_ptr(dst), src, as_size(bytes));
+}
+
+void HostDevice::copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) {
+  executor_.copy(0, dst, as_ptr(src), as_size(bytes));
+}
+
+void HostDevice::copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) {
+  executor_.copy(0, as_ptr(dst), as_ptr(src), as_size(bytes));
+}
+
+void HostDevice::copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
+                                std::uint64_t stream) {
+  executor_.copy(stream, as_ptr(dst), src, as_size(bytes));
+}
+
+void HostDevice::copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
+                                std::uint64_t stream) {
+  executor_.copy(stream, dst, as_ptr(src), as_size(bytes));
+}
+
+void HostDevice::copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
+                                std::uint64_t stream) {
+  executor_.copy(stream, as_ptr(dst), as_ptr(src), as_size(bytes));
+}
+
+void HostDevice::memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
+                           std::uint64_t stream) {
+  executor_.fill(stream, as_ptr(dst), value, as_size(bytes));
+}
+
+std::uint64_t HostDevice::stream_create() { return executor_.create_stream(); }
+
+void HostDevice::stream_destroy(std::uint64_t stream) { executor_.destroy_stream(stream); }
+
+void HostDevice::stream_synchronize(std::uint64_t stream) { executor_.synchronize_stream(stream); }
+
+void HostDevice::synchronize() { executor_.synchronize(); }
+
+void HostDevice::launch(std::uint64_t function, gpuplug_dim3_t grid, gpuplug_dim3_t block,
+                        std::uint32_t shared_bytes, std::uint64_t stream, void** params) {
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0)
+    sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+              "launch: empty grid (" + std::to_string(grid.x) + ", " + std::to_string(grid.y) +
+                  ", " + std::to_string(grid.z) + ") or block (" + std::to_string(block.x) + ", " +
+                  std::to_string(block.y) + ", " + std::to_string(block.z) + ")");
+  const auto kernel =
+      reinterpret_cast<gpuplug_host_kernel_fn>(static_cast<std::uintptr_t>(function));
+  executor_.launch(stream, kernel, grid, block, shared_bytes, params);
+}
+
+}  // namespace gpuplug::host

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: Apache-2.0
+// HostDevice: the CPU as a gpuplug device (aligned host memory, executor, ELF kernel modules).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "executor.hpp"
+#include "plugin_sdk.hpp"
+
+namespace gpuplug::host {
+
+// The host kernel calling convention (declared in <gpuplug/abi.h>, implemented here):
+//  - A kernel module is an ELF shared object for this machine. Each kernel is an exported
+//    (default-visibility, extern "C") function of type gpuplug_host_kernel_fn:
+//        void kernel(const gpuplug_host_block_t* block, void* const* params);
+//  - `launch` calls it once per block of the grid; blocks of one launch run concurrently on
+//    the device's worker pool, in no particular order. The kernel loops over the block's
+//    threads itself (threadIdx is the loop variable) and must not rely on blocks cooperating.
+//  - params[i] points at argument i, as for cuLaunchKernel; a device pointer `float* x`
+//    arrives as `*(const std::uint64_t*)params[i]`, a uint32_t n as `*(const uint32_t*)...`.
+//    params are valid only during the launch (which returns when every block has run).
+//  - block->shared points at block->shared_bytes bytes (256-byte aligned) private to the
+//    block for the call; its content is undefined at block start.
+//  - Published metadata is a 4-byte exported object, e.g.
+//        extern "C" GPUPLUG_PLUGIN_EXPORT const uint32_t gemm_f32_n_tile = 64;
+//    read by get_global (address and st_size from the dynamic symbol table).
+//  - Modules are trusted code: a kernel that faults takes the process down, as on any CPU.
+
+/// Device memory is plain host memory, so both kinds are host-accessible and 256-byte aligned.
+inline constexpr std::size_t kHostAlignment = 256;
+
+/// One host "device": the CPU with its own worker pool, streams, ledger and modules.
+class HostDevice final : public sdk::Device {
+ public:
+  /// Honours the common options plus "threads" (worker count; default: the CPUs this process
+  /// may run on). Throws Failure(INVALID_ARGUMENT) for a bad "threads" value.
+  explicit HostDevice(const sdk::DeviceConfig& config);
+  /// Runs shutdown() (synchronize, unload modules, sweep) while the executor still exists.
+  ~HostDevice() override;
+
+  std::uint64_t vendor_alloc(std::uint64_t bytes) override;
+  std::uint64_t vendor_alloc_managed(std::uint64_t bytes) override;
+  void vendor_free(std::uint64_t ptr, gpuplug_alloc_kind_t kind) override;
+  void memory_info(std::uint64_t& free_bytes, std::uint64_t& total_bytes) override;
+  void device_info(gpuplug_device_info_t& out) override;
+
+  void copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) override;
+  void copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) override;
+  void copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) override;
+  void copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
+                      std::uint64_t stream) override;
+  void copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
+                      std::uint64_t stream) override;
+  void copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
+                      std::uint64_t stream) override;
+  void memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
+                 std::uint64_t stream) override;
+
+  std::uint64_t stream_create() override;
+  void stream_destroy(std::uint64_t stream) override;
+  void stream_synchronize(std::uint64_t stream) override;
+  void synchronize() override;
+
+  // modules.cpp
+  sdk::VendorModule vendor_load_module(std::string_view name,
+                                       std::span<const std::byte> image) override;
+  void vendor_unload_module(sdk::VendorModule module) noexcept override;
+  std::uint64_t vendor_get_function(sdk::VendorModule module, const std::string& func) override;
+  std::vector<std::string> vendor_list_functions(sdk::VendorModule module) override;
+  std::optional<std::pair<std::uint64_t, std::uint64_t>> vendor_get_global(
+      sdk::VendorModule module, const std::string& symbol) override;
+  std::vector<std::string> module_file_extensions() const override { return {".so"}; }
+
+  void launch(std::uint64_t function, gpuplug_dim3_t grid, gpuplug_dim3_t block,
+              std::uint32_t shared_bytes, std::uint64_t stream, void** params) override;
+
+ private:
+  Executor executor_;
+};
+
+// Facts about this machine, shared by probe/describe (plugin.cpp) and device_info.
+/// "model name" from /proc/cpuinfo (or the first "Hardware"/"Processor" line); "host CPU" if none.
+std::string cpu_model_name();
+/// uname's machine ("x86_64", "aarch64").
+std::string machine_arch();
+/// Physical memory from sysinfo(2).
+void host_memory(std::uint64_t& free_bytes, std::uint64_t& total_bytes);
+/// Fills a device description for the machine; `threads` is the worker count to report.
+void describe_host(gpuplug_device_info_t& out, unsigned threads);
+
+}  // namespace gpuplug::host

@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: Apache-2.0
+// The host backend's executor: a per-device worker pool, in-order streams, and grid launches.
+#pragma once
+
+#include <gpuplug/abi.h>
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <thread>
+#include <vector>
+
+namespace gpuplug::host {
+
+/// A fixed set of worker threads running posted jobs in FIFO order. Jobs are plain
+/// {function, argument} pairs so that posting allocates nothing beyond the queue's storage.
+/// Thread-safety: every member may be called concurrently, except the destructor.
+class WorkerPool {
+ public:
+  struct Job {
+    void (*run)(void* arg);
+    void* arg;
+  };
+
+  /// Starts `threads` workers (at least one).
+  explicit WorkerPool(unsigned threads);
+  /// Runs whatever is still queued, then joins the workers.
+  ~WorkerPool();
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  unsigned size() const noexcept { return static_cast<unsigned>(threads_.size()); }
+  /// Queues `copies` copies of `job`.
+  void post(Job job, std::size_t copies = 1);
+  /// Removes queued (not yet started) jobs whose argument is `arg`; returns how many.
+  std::size_t cancel(const void* arg) noexcept;
+
+ private:
+  void work() noexcept;
+
+  // A ring buffer rather than a deque: after warm-up, posting and taking jobs allocate nothing
+  // (a deque allocates and frees a block every few dozen jobs).
+  bool pop(Job& job) noexcept;  // caller holds mutex_
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<Job> ring_;  // guarded by mutex_; capacity is a power of two
+  std::size_t head_ = 0;   // guarded by mutex_; index of the oldest job
+  std::size_t count_ = 0;  // guarded by mutex_
+  bool stopping_ = false;  // guarded by mutex_
+  std::vector<std::thread> threads_;
+};
+
+/// Runs a device's work. Streams are FIFO queues drained on the pool, one operation at a time
+/// per stream (so each stream keeps submission order), different streams concurrently.
+/// Stream 0 is the legacy default stream: an operation on it first waits for every stream,
+/// then runs synchronously in the calling thread.
+///
+/// A launch runs its grid's blocks across the pool (the launching thread takes part) and
+/// returns when the grid is done: the kernel's `params` point at the caller's argument storage,
+/// whose size the host backend cannot know, so they may not be read after launch returns.
+/// On a stream other than 0 the launch still waits its turn: it runs after everything queued
+/// before it on that stream, and everything queued after it waits for it.
+///
+/// Async copies and memsets on a stream other than 0 are queued and return at once; the host
+/// buffers they name must stay valid until the stream is synchronized.
+///
+/// Thread-safety: every member may be called concurrently, except that a stream may not be
+/// used while (or after) it is being destroyed. Errors: sdk::Failure(INVALID_ARGUMENT) for an
+/// unknown stream; std::bad_alloc when queueing runs out of memory.
+class Executor {
+ public:
+  explicit Executor(unsigned threads);
+  /// Waits for every stream, then stops the pool.
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  unsigned workers() const noexcept { return pool_.size(); }
+
+  std::uint64_t create_stream();
+  /// Waits for the stream's work, then forgets it.
+  void destroy_stream(std::uint64_t stream);
+  void synchronize_stream(std::uint64_t stream);
+  /// Waits until every stream is idle.
+  void synchronize();
+
+  /// memcpy(dst, src, bytes), ordered on `stream`.
+  void copy(std::uint64_t stream, void* dst, const void* src, std::size_t bytes);
+  /// memset(dst, value, bytes), ordered on `stream`.
+  void fill(std::uint64_t stream, void* dst, std::uint8_t value, std::size_t bytes);
+  /// Runs `kernel` once per block of `grid` (see the class comment); returns when all ran.
+  void launch(std::uint64_t stream, gpuplug_host_kernel_fn kernel, gpuplug_dim3_t grid,
+              gpuplug_dim3_t block, std::uint32_t shared_bytes, void** params);
+
+ private:
+  struct Handoff;
+  /// One queued operation of a stream.
+  struct Item {
+    enum class Kind { copy, fill, handoff } kind;
+    void* dst;
+    const void* src;
+    std::size_t bytes;
+    std::uint8_t value;
+    Handoff* handoff;  // Kind::handoff: the launch waiting for its turn
+  };
+  /// Invariant: `active` is true while exactly one party (a drain job on the pool, or a
+  /// launching thread) owns the stream's execution; it is false only when `queue` is empty.
+  struct Stream {
+    std::mutex mutex;
+    std::condition_variable idle;
+    std::deque<Item> queue;
+    bool active = false;
+  };
+  struct Grid;
+
+  std::shared_ptr<Stream> find(std::uint64_t stream) const;
+  void enqueue(std::uint64_t stream, const Item& item);
+  void acquire(Stream& s);           // waits for the stream's turn, then owns it
+  void release(Stream& s) noexcept;  // gives ownership back (drains what queued meanwhile)
+  void run_grid(gpuplug_host_kernel_fn kernel, gpuplug_dim3_t grid, gpuplug_dim3_t block,
+                std::uint32_t shared_bytes, void** params);
+  static void wait_idle(Stream& s);
+  static void drain(void* stream) noexcept;  // a pool job
+  static void run(const Item& item) noexcept;
+  static void help_grid(void* grid) noexcept;  // a pool job
+
+  WorkerPool pool_;
+  mutable std::shared_mutex streams_mutex_;
+  std::map<std::uint64_t, std::shared_ptr<Stream>> streams_;  // guarded by streams_mutex_
+  std::uint64_t next_stream_ = 1;                             // guarded by streams_mutex_
+};
+
+/// Worker threads for this machine: the CPUs this process may run on (at least 1).
+unsigned machine_threads() noexcept;
+
+}  // namespace gpuplug::host

@@ -1,0 +1,491 @@
+// SPDX-License-Identifier: Apache-2.0
+// The conformance runner: contexts, targets, known failures and the verdict of one case.
+#include "cases.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+#include "helpers.hpp"
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GPUPLUG_CONF_ASAN 1
+#endif
+#if __has_feature(thread_sanitizer)
+#define GPUPLUG_CONF_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define GPUPLUG_CONF_ASAN 1
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define GPUPLUG_CONF_TSAN 1
+#endif
+
+namespace gpuplug::conformance {
+
+// ---- failures --------------------------------------------------------------------------------
+
+namespace {
+std::string where_text(std::source_location where) {
+  const std::filesystem::path file(where.file_name());
+  return file.filename().string() + ":" + std::to_string(where.line());
+}
+}  // namespace
+
+CheckFailure::CheckFailure(const std::string& message, std::source_location where)
+    : std::runtime_error(message + " (" + where_text(where) + ")"),
+      message_(message),
+      file_(where.file_name()),
+      line_(where.line()) {}
+
+void fail(const std::string& message, std::source_location where) {
+  throw CheckFailure(message, where);
+}
+
+void skip(const std::string& reason) { throw Skip(reason); }
+
+bool contains(std::string_view haystack, std::string_view needle) noexcept {
+  return haystack.find(needle) != std::string_view::npos;
+}
+
+namespace detail {
+
+std::string describe(const gpuplug::Error& e) {
+  return "Error(" + to_string(e.status()) + ", \"" + std::string(e.what()) + "\")";
+}
+
+gpuplug::Error expect_error(const std::function<void()>& run, std::optional<Status> expected,
+                            const char* expr, std::source_location where) {
+  const std::string wanted = expected ? "Error(" + to_string(*expected) + ")" : "an Error";
+  try {
+    run();
+  } catch (const gpuplug::Error& e) {
+    if (expected && e.status() != *expected) {
+      fail(std::string(expr) + " threw " + describe(e) + ", expected " + wanted, where);
+    }
+    if (e.message().empty())
+      fail(std::string(expr) + " threw " + describe(e) + " with an empty message", where);
+    return e;
+  } catch (const CheckFailure&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(
+        std::string(expr) + " threw a non-gpuplug exception (" + e.what() + "), expected " + wanted,
+        where);
+  }
+  fail(std::string(expr) + " succeeded, expected " + wanted, where);
+}
+
+}  // namespace detail
+
+// ---- targets ---------------------------------------------------------------------------------
+
+std::string Target::backend_name() const { return plugin + ":" + std::to_string(ordinal); }
+std::string Target::selector() const { return backend_name() + "!"; }
+
+std::filesystem::path Target::kernel_dir() const {
+  return (plugin_file.parent_path() / ".." / "kernels" / plugin).lexically_normal();
+}
+
+// ---- Context ---------------------------------------------------------------------------------
+
+Context::Context(const Target& target) : target_(target) {}
+
+Context::~Context() = default;
+
+GpuBackend& Context::backend() {
+  if (!backend_) backend_ = make_backend();
+  return *backend_;
+}
+
+std::shared_ptr<GpuBackend> Context::make_backend(const Options& options) {
+  auto gpu = target_.registry->create(target_.selector(), options);
+  if (!gpu) fail("registry.create(\"" + target_.selector() + "\") returned null");
+  if (gpu->plugin_name() != target_.plugin || gpu->ordinal() != target_.ordinal) {
+    fail("registry.create(\"" + target_.selector() + "\") made " + std::string(gpu->name()) +
+         ", not " + target_.backend_name());
+  }
+  return gpu;
+}
+
+GpuBackend& Context::reference() {
+  if (!reference_) {
+    if (!target_.reference_registry) skip("no host reference backend: no registry to make it from");
+    try {
+      reference_ = target_.reference_registry->create("host!");
+    } catch (const gpuplug::Error& e) {
+      skip(std::string("the host reference backend is unavailable: ") + e.what());
+    }
+  }
+  return *reference_;
+}
+
+std::vector<std::byte> Context::module_image(std::string_view module) const {
+  const auto dir = target_.kernel_dir();
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (entry.is_regular_file() && entry.path().stem() == module) {
+      std::ifstream in(entry.path(), std::ios::binary);
+      std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
+      if (!in.good() && !in.eof()) fail("cannot read " + entry.path().string());
+      std::vector<std::byte> out(bytes.size());
+      std::memcpy(out.data(), bytes.data(), bytes.size());
+      return out;
+    }
+  }
+  skip("no image of module '" + std::string(module) + "' in " + dir.string() +
+       (ec ? " (" + ec.message() + ")" : std::string()));
+}
+
+void Context::note(std::string text) { notes_.push_back(std::move(text)); }
+
+void Context::finish() {
+  if (!backend_) return;
+  GpuBackend& gpu = *backend_;
+  gpu.synchronize();
+  gpu.op_cache().release(gpu);
+  const LedgerStats stats = gpu.ledger_stats();
+  if (stats.live_count != 0) {
+    const std::string report = gpu.alloc_report(5);
+    {
+      ScopedLogLevel quiet(LogLevel::error);  // the sweep's warning would repeat what we report
+      gpu.sweep_unreleased();
+    }
+    fail("the case left " + std::to_string(stats.live_count) + " allocation(s), " +
+         std::to_string(stats.live_bytes) +
+         " bytes, on the ledger after OpCache::release: " + report);
+  }
+}
+
+// ---- the registry of cases -------------------------------------------------------------------
+
+std::span<const Case> all_cases() {
+  static const std::vector<Case> cases = [] {
+    std::vector<Case> all;
+    for (auto area :
+         {detail::memory_cases, detail::module_cases, detail::opcache_cases,
+          detail::concurrency_cases, detail::differential_cases, detail::lifecycle_cases}) {
+      const auto list = area();
+      all.insert(all.end(), list.begin(), list.end());
+    }
+    return all;
+  }();
+  return cases;
+}
+
+// ---- known failures --------------------------------------------------------------------------
+
+KnownFailures KnownFailures::parse(std::string_view text, std::string_view origin) {
+  KnownFailures kf;
+  std::size_t line_no = 0;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const auto end = std::min(text.find('\n', pos), text.size());
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (const auto hash = line.find('#'); hash != std::string_view::npos)
+      line = line.substr(0, hash);
+    std::vector<std::string_view> fields;
+    std::size_t i = 0;
+    while (fields.size() < 2) {
+      i = line.find_first_not_of(" \t\r", i);
+      if (i == std::string_view::npos) break;
+      const auto j = std::min(line.find_first_of(" \t\r", i), line.size());
+      fields.push_back(line.substr(i, j - i));
+      i = j;
+    }
+    if (fields.empty()) continue;
+    std::string_view reason;
+    if (i != std::string_view::npos && i < line.size()) {
+      reason = line.substr(i);
+      const auto first = reason.find_first_not_of(" \t\r");
+      const auto last = reason.find_last_not_of(" \t\r");
+      reason = first == std::string_view::npos ? std::string_view{}
+                                               : reason.substr(first, last - first + 1);
+    }
+    if (fields.size() < 2 || reason.empty()) {
+      kf.parse_problems_.push_back(std::string(origin) + ":" + std::to_string(line_no) +
+                                   ": expected '<plugin> <case> <reason>'");
+      continue;
+    }
+    kf.entries_[{std::string(fields[0]), std::string(fields[1])}] = std::string(reason);
+  }
+  return kf;
+}
+
+KnownFailures KnownFailures::load(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) {
+    KnownFailures kf;
+    kf.parse_problems_.push_back("cannot read known-failures file " + file.string());
+    return kf;
+  }
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parse(text, file.string());
+}
+
+std::filesystem::path KnownFailures::default_file() {
+  if (const char* env = std::getenv("GPUPLUG_KNOWN_FAILURES"); env != nullptr && *env != '\0')
+    return env;
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto beside =
+        (exe.parent_path() / ".." / "share" / "gpuplug" / "conformance" / "known_failures.txt")
+            .lexically_normal();
+    if (std::filesystem::exists(beside, ec)) return beside;
+  }
+  return std::filesystem::path(GPUPLUG_CONFORMANCE_SOURCE_DIR) / "known_failures.txt";
+}
+
+std::optional<std::string> KnownFailures::reason(std::string_view plugin,
+                                                 std::string_view case_name) const {
+  const auto it = entries_.find(std::pair<std::string, std::string>(plugin, case_name));
+  if (it == entries_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<std::string> KnownFailures::problems() const {
+  std::vector<std::string> out = parse_problems_;
+  std::set<std::string_view> names;
+  for (const Case& c : all_cases()) names.insert(c.name);
+  for (const auto& [key, reason] : entries_) {
+    if (!names.contains(key.second)) {
+      out.push_back("known failure '" + key.first + " " + key.second +
+                    "' names no conformance case");
+    }
+  }
+  return out;
+}
+
+// ---- running ---------------------------------------------------------------------------------
+
+std::string_view to_string(Outcome o) noexcept {
+  switch (o) {
+    case Outcome::passed:
+      return "passed";
+    case Outcome::failed:
+      return "FAILED";
+    case Outcome::skipped:
+      return "skipped";
+    case Outcome::xfail:
+      return "xfail";
+    case Outcome::xpass:
+      return "XPASS";
+  }
+  return "?";
+}
+
+Result run_case(const Case& c, const Target& target, const KnownFailures& known) {
+  Result r;
+  const auto known_reason = known.reason(target.plugin, c.name);
+  if (known_reason && known_reason->starts_with("crash")) {
+    // A case that takes the process down cannot report; it is listed, not run.
+    r.outcome = Outcome::xfail;
+    r.reason = "known failure, not run: " + *known_reason;
+    return r;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    Context ctx(target);
+    c.run(ctx);
+    ctx.finish();
+    r.notes = ctx.notes();
+  } catch (const CheckFailure& f) {
+    r.outcome = Outcome::failed;
+    r.reason = f.what();
+  } catch (const Skip& s) {
+    r.outcome = Outcome::skipped;
+    r.reason = s.what();
+  } catch (const gpuplug::Error& e) {
+    r.outcome = Outcome::failed;
+    r.reason = "unexpected " + detail::describe(e);
+  } catch (const std::exception& e) {
+    r.outcome = Outcome::failed;
+    r.reason = std::string("unexpected exception: ") + e.what();
+  } catch (...) {
+    r.outcome = Outcome::failed;
+    r.reason = "unexpected exception of unknown type";
+  }
+  r.elapsed = std::chrono::steady_clock::now() - start;
+
+  if (const auto& why = known_reason) {
+    if (r.outcome == Outcome::failed) {
+      r.outcome = Outcome::xfail;
+      r.reason = "known failure: " + *why + " [" + r.reason + "]";
+    } else if (r.outcome == Outcome::passed) {
+      r.outcome = Outcome::xpass;
+      r.reason =
+          "listed as a known failure (" + *why + ") but passed: remove it from known_failures.txt";
+    }
+  }
+  return r;
+}
+
+void Tally::add(Outcome o) noexcept {
+  switch (o) {
+    case Outcome::passed:
+      ++passed;
+      break;
+    case Outcome::failed:
+    case Outcome::xpass:
+      ++failed;
+      break;
+    case Outcome::skipped:
+    case Outcome::xfail:
+      ++skipped;
+      break;
+  }
+}
+
+std::string Tally::line() const {
+  return std::to_string(passed) + " passed, " + std::to_string(failed) + " failed, " +
+         std::to_string(skipped) + " skipped";
+}
+
+// ---- environment -----------------------------------------------------------------------------
+
+std::string_view sanitizer_name() noexcept {
+#if defined(GPUPLUG_CONF_ASAN)
+  return "AddressSanitizer";
+#elif defined(GPUPLUG_CONF_TSAN)
+  return "ThreadSanitizer";
+#else
+  return "";
+#endif
+}
+
+std::size_t lifecycle_cycles() {
+  if (const char* env = std::getenv("GPUPLUG_CONFORMANCE_CYCLES"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(env, &end, 10);
+    if (end != env && *end == '\0' && n > 0) return static_cast<std::size_t>(n);
+  }
+  return sanitizer_name().empty() ? 1000 : 100;
+}
+
+namespace {
+
+std::shared_ptr<PluginRegistry> discovered_registry() {
+  auto registry = std::make_shared<PluginRegistry>();
+  registry->discover();
+  return registry;
+}
+
+Target make_target(const PluginInfo& info, std::uint32_t ordinal,
+                   std::shared_ptr<PluginRegistry> registry) {
+  Target t;
+  t.plugin = info.name;
+  t.ordinal = ordinal;
+  t.plugin_file = info.path;
+  t.reference_registry = registry;
+  t.registry = std::move(registry);
+  t.make_registry = discovered_registry;
+  return t;
+}
+
+}  // namespace
+
+Discovered discover_targets(std::string_view selector_filter) {
+  Discovered out;
+  auto registry = discovered_registry();
+  const auto plugins = registry->plugins();
+
+  std::vector<SelectorItem> wanted;
+  if (!selector_filter.empty()) {
+    for (auto& item : parse_selector(selector_filter)) {
+      if (item.name != "auto") wanted.push_back(std::move(item));
+    }
+  }
+  auto add = [&](const PluginInfo& info, std::uint32_t ordinal) {
+    if (info.state == PluginState::available && ordinal < info.devices.size()) {
+      out.targets.push_back(make_target(info, ordinal, registry));
+    } else {
+      PluginInfo copy = info;
+      if (info.state == PluginState::available) {
+        copy.state = PluginState::unavailable;
+        copy.reason = PluginReason::no_device;
+        copy.message = "no device " + std::to_string(ordinal) + " (" +
+                       std::to_string(info.devices.size()) + " device(s) found)";
+      }
+      out.unavailable.push_back(std::move(copy));
+    }
+  };
+
+  if (wanted.empty()) {
+    for (const auto& info : plugins) add(info, 0);
+    return out;
+  }
+  for (const auto& item : wanted) {
+    const auto it = std::find_if(plugins.begin(), plugins.end(), [&](const PluginInfo& p) {
+      return p.name == item.name && p.state == PluginState::available;
+    });
+    const auto any = it != plugins.end()
+                         ? it
+                         : std::find_if(plugins.begin(), plugins.end(),
+                                        [&](const PluginInfo& p) { return p.name == item.name; });
+    const std::uint32_t ordinal = item.ordinal.value_or(0);
+    if (any == plugins.end()) {
+      PluginInfo missing;
+      missing.name = item.name;
+      missing.state = PluginState::unavailable;
+      missing.message = "no plugin named '" + item.name + "' was found";
+      out.unavailable.push_back(missing);
+    } else {
+      add(*any, ordinal);
+    }
+    const bool ran = !out.targets.empty() && out.targets.back().plugin == item.name &&
+                     out.targets.back().ordinal == ordinal;
+    if (item.required && !ran)
+      out.required_missing.push_back(item.name + ":" + std::to_string(ordinal) + "!");
+  }
+  return out;
+}
+
+Target target_for_selector(std::string_view selector) {
+  auto registry = discovered_registry();
+  const Selection selection = registry->select(selector);
+  const auto& gpu = *selection.backend;
+  const auto plugins = registry->plugins();
+  const auto it = std::find_if(plugins.begin(), plugins.end(), [&](const PluginInfo& p) {
+    return p.name == gpu.plugin_name() && p.state == PluginState::available;
+  });
+  if (it == plugins.end()) {
+    throw Error(Status::internal, std::string(gpu.name()),
+                "the registry made a backend of a plugin it does not list");
+  }
+  return make_target(*it, gpu.ordinal(), registry);
+}
+
+Target target_for_plugin_file(const std::filesystem::path& file, std::uint32_t ordinal) {
+  auto registry = std::make_shared<PluginRegistry>();
+  const PluginInfo info = registry->add_plugin_file(file);
+  if (info.state != PluginState::available) {
+    throw Error(Status::unavailable, info.name,
+                std::string(to_string(info.state)) + " (" + std::string(to_string(info.reason)) +
+                    "): " + info.message);
+  }
+  if (ordinal >= info.devices.size()) {
+    throw Error(Status::unavailable, info.name,
+                "no device " + std::to_string(ordinal) + " (" +
+                    std::to_string(info.devices.size()) + " found)");
+  }
+  Target t = make_target(info, ordinal, registry);
+  t.make_registry = [file] {
+    auto r = std::make_shared<PluginRegistry>();
+    r->add_plugin_file(file);
+    return r;
+  };
+  // The reference host backend comes from the normal search path.
+  t.reference_registry = discovered_registry();
+  return t;
+}
+
+}  // namespace gpuplug::conformance

@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: Apache-2.0
+// Helpers for conformance cases: owned device buffers, the sample kernels' launch rules, CPU
+// references.
+#pragma once
+
+// The launch helpers follow the kernel contract every backend implements (docs/conformance.md):
+//   axpy::axpy(n, a, x, y)                         grid ceil(n/256), block 256
+//   gemm::gemm_f32 / gemm_a_e4m3(M, N, K, A, B, C) grid (ceil(N/n_tile), ceil(M/16)), block (16,16)
+//   e4m3::cast_f32_e4m3 / cast_e4m3_f32(n, in, out) grid ceil(n/256), block 256
+//   activation::bias_relu(rows, cols, bias, x)     grid ceil(rows*cols/256), block 256
+// Kernels are resolved through the backend's OpCache, so every case also exercises it.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "cases.hpp"
+
+namespace gpuplug::conformance {
+
+/// Device (or managed) memory of one backend, freed when it goes out of scope. The destructor
+/// swallows errors: a case that wants to see a free fail calls gpu.free itself.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(GpuBackend& gpu, std::size_t bytes, const char* site = "conformance");
+  static DeviceBuffer managed(GpuBackend& gpu, std::size_t bytes, const char* site = "conformance");
+  /// Takes ownership of memory allocated elsewhere (e.g. alloc_with_fallback).
+  static DeviceBuffer adopt(GpuBackend& gpu, DevicePtr ptr, std::size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  DevicePtr ptr() const noexcept { return ptr_; }
+  std::size_t bytes() const noexcept { return bytes_; }
+  /// Frees now (errors propagate) and forgets the pointer.
+  void free();
+  /// Gives up ownership without freeing.
+  DevicePtr release() noexcept;
+
+  template <class T>
+  void upload(std::span<const T> data) {
+    gpu_->copy_h2d(ptr_, data.data(), data.size_bytes());
+  }
+  template <class T>
+  std::vector<T> download(std::size_t count) const {
+    std::vector<T> out(count);
+    gpu_->copy_d2h(out.data(), ptr_, count * sizeof(T));
+    return out;
+  }
+
+ private:
+  GpuBackend* gpu_ = nullptr;
+  DevicePtr ptr_{};
+  std::size_t bytes_ = 0;
+};
+
+template <class T>
+DeviceBuffer to_device(GpuBackend& gpu, const std::vector<T>& data) {
+  DeviceBuffer b(gpu, data.size() * sizeof(T));
+  b.upload(std::span<const T>(data));
+  return b;
+}
+
+// ---- launches (asynchronous on `stream`) ---------------------------------------------------
+
+void launch_axpy(GpuBackend& gpu, std::uint32_t n, float a, DevicePtr x, DevicePtr y,
+                 Stream stream = {});
+/// `func` is "gemm_f32" or "gemm_a_e4m3"; the grid uses the n_tile the OpCache recorded, and a
+/// kernel that publishes none is a CheckFailure.
+void launch_gemm(GpuBackend& gpu, std::string_view func, std::uint32_t m, std::uint32_t n,
+                 std::uint32_t k, DevicePtr a, DevicePtr b, DevicePtr c, Stream stream = {});
+
+// ---- whole runs (upload, launch, download, synchronize) ---------------------------------------
+
+std::vector<float> run_axpy(GpuBackend& gpu, float a, const std::vector<float>& x,
+                            const std::vector<float>& y);
+std::vector<float> run_gemm(GpuBackend& gpu, std::string_view func, std::uint32_t m,
+                            std::uint32_t n, std::uint32_t k, const std::vector<float>& a,
+                            const std::vector<float>& b);
+std::vector<std::uint8_t> run_cast_f32_e4m3(GpuBackend& gpu, const std::vector<float>& in);
+std::vector<float> run_cast_e4m3_f32(GpuBackend& gpu, const std::vector<std::uint8_t>& in);
+std::vector<float> run_bias_relu(GpuBackend& gpu, std::uint32_t rows, std::uint32_t cols,
+                                 const std::vector<float>& bias, const std::vector<float>& x);
+
+// ---- CPU references ---------------------------------------------------------------------------
+
+/// a*x + y rounded once from the exact value (the product of two floats is exact in double).
+std::vector<float> reference_axpy(float a, const std::vector<float>& x,
+                                  const std::vector<float>& y);
+/// C = A*B in double; `a_e4m3` rounds A through E4M3 first. `magnitude` receives, per element,
+/// sum_k |a_ik * b_kj|, the scale of the rounding error bound.
+std::vector<double> reference_gemm(std::uint32_t m, std::uint32_t n, std::uint32_t k,
+                                   const std::vector<float>& a, const std::vector<float>& b,
+                                   bool a_e4m3, std::vector<double>& magnitude);
+/// The shared conversions of kernels/common/e4m3.h (what every backend's kernels must match).
+std::uint8_t reference_f32_to_e4m3(float f) noexcept;
+float reference_e4m3_to_f32(std::uint8_t b) noexcept;
+
+// ---- floats -----------------------------------------------------------------------------------
+
+std::uint32_t float_bits(float f) noexcept;
+float float_from_bits(std::uint32_t bits) noexcept;
+/// Distance in units in the last place between two finite floats of the same sign class.
+std::uint64_t ulp_distance(float a, float b) noexcept;
+/// `n` uniform values in [lo, hi), reproducible from `seed`.
+std::vector<float> random_floats(std::size_t n, float lo, float hi, std::uint32_t seed);
+
+/// Checks every element of `got` within `max_ulps` of `want`; the message names the first
+/// mismatch, its index and both values.
+void check_within_ulps(const std::vector<float>& got, const std::vector<float>& want,
+                       std::uint64_t max_ulps, std::string_view what,
+                       std::source_location where = std::source_location::current());
+/// Bitwise equality, naming the first mismatch.
+void check_bits_equal(const std::vector<float>& got, const std::vector<float>& want,
+                      std::string_view what,
+                      std::source_location where = std::source_location::current());
+void check_bytes_equal(const std::vector<std::uint8_t>& got, const std::vector<std::uint8_t>& want,
+                       std::string_view what,
+                       std::source_location where = std::source_location::current());
+
+/// Lowers the gpuplug log threshold for a scope (e.g. around an intentional sweep warning).
+class ScopedLogLevel {
+ public:
+  explicit ScopedLogLevel(LogLevel level) : saved_(log_level()) { set_log_level(level); }
+  ~ScopedLogLevel() { set_log_level(saved_); }
+  ScopedLogLevel(const ScopedLogLevel&) = delete;
+  ScopedLogLevel& operator=(const ScopedLogLevel&) = delete;
+
+ private:
+  LogLevel saved_;
+};
+
+}  // namespace gpuplug::conformance

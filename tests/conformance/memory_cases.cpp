@@ -1,0 +1,431 @@
+// SPDX-License-Identifier: Apache-2.0
+// Conformance cases for memory: alloc/free, copies, memset, streams, the ledger and their error
+// paths.
+#include <numeric>
+
+#include "helpers.hpp"
+
+namespace gpuplug::conformance::detail {
+
+namespace {
+
+std::vector<std::uint8_t> pattern(std::size_t n, unsigned seed = 7) {
+  std::vector<std::uint8_t> p(n);
+  for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<std::uint8_t>(i * 31 + seed);
+  return p;
+}
+
+std::vector<std::uint8_t> read_back(GpuBackend& gpu, DevicePtr p, std::size_t n) {
+  std::vector<std::uint8_t> out(n);
+  gpu.copy_d2h(out.data(), p, n);
+  return out;
+}
+
+void alloc_copy_roundtrip(Context& ctx) {
+  GpuBackend& gpu = ctx.backend();
+  const LedgerStats before = gpu.ledger_stats();
+  const auto data = pattern(4099);
+  {
+    DeviceBuffer b(gpu, data.size());
+    GPUPLUG_CHECK(b.ptr());
+    const LedgerStats during = gpu.ledger_stats();
+    GPUPLUG_CHECK_EQ(during.live_count, before.live_count + 1);
+    GPUPLUG_CHECK(during.live_bytes >= before.live_bytes + data.size());
+    GPUPLUG_CHECK(during.peak_bytes >= during.live_bytes);
+    GPUPLUG_CHECK_EQ(during.total_allocs, before.total_allocs + 1);
+    GPUPLUG_CHECK_EQ(gpu.live_alloc_count(), during.live_count);
+
+    gpu.copy_h2d(b.ptr(), data.data(), data.size());
+    GPUPLUG_CHECK(read_back(gpu, b.ptr(), data.size()) == data);
+    // Interior pointers address the middle of an allocation.
+    const auto tail = read_back(gpu, b.ptr() + 100, 50);
+    GPUPLUG_CHECK(std::equal(tail.begin(), tail.end(), data.begin() + 100));
+    const std::uint8_t last = 0xEE;
+    gpu.copy_h2d(b.ptr() + (data.size() - 1), &last, 1);
+    GPUPLUG_CHECK_EQ(read_back(gpu, b.ptr() + (data.size() - 1), 1)[0], last);
+  }
+  const LedgerStats after = gpu.ledger_stats();
+  GPUPLUG_CHECK_EQ(after.live_count, before.live_count);
+  GPUPLUG_CHECK_EQ(after.live_bytes, before.live_bytes);
+  GPUPLUG_CHECK_EQ(after.total_frees, before.total_frees + 1);
+}
+
+void zero_byte_alloc(Context& ctx) {
+  GpuBackend& gpu = ctx.backend();
+  const LedgerStats before = gpu.ledger_stats();
+  const DevicePtr a = gpu.alloc(0);
+  const DevicePtr b = gpu.alloc(0);
+  GPUPLUG_CHECK_MSG(a && b, "alloc(0) returned a null pointer");
+  GPUPLUG_CHECK_MSG(a != b, "two live zero-byte allocations share the address " << detail::show(a));
+  GPUPLUG_CHECK_EQ(gpu.ledger_stats().live_count, before.live_count + 2);
+  gpu.free(a);
+  gpu.free(b);
+  GPUPLUG_CHECK_EQ(gpu.ledger_stats().live_count, before.live_count);
+  GPUPLUG_CHECK_THROWS(gpu.free(a), Status::invalid_argument);
+}
+
+void free_null_is_noop(Context& ctx) {
+  GpuBackend& gpu = ctx.backend();
+  const LedgerStats before = gpu.ledger_stats();
+  gpu.free(DevicePtr{});
+  GPUPLUG_CHECK_EQ(gpu.ledger_stats().total_frees, before.total_frees);
+}
+
+void free_unknown_pointer(Context& ctx) {
+  GpuBackend& gpu = ctx.backend();
+  DeviceBuffer live(gpu, 256);
+  const LedgerStats before = gpu.ledger_stats();
+  const Error e1 = GPUPLUG_CHECK_THROWS(gpu.free(DevicePtr{0xdead0000}), Status::invalid_argument);
+  GPUPLUG_CHECK_MSG(e1.backend() == gpu.name(),
+                    "the error names backend '" << e1.backend() << "', not " << gpu.name());
+  // A pointer into the middle of a live allocation is not the allocation.
+  GPUPLUG_CHECK_THROWS(gpu.free(live.ptr() + 8), Status::invalid_argument);
+  const LedgerStats after = gpu.ledger_stats();
+  GPUPLUG_CHECK_EQ(after.live_count, before.live_count);
+  GPUPLUG_CHECK_EQ(after.live_bytes, before.live_bytes);
+  // The backend still works, and the live allocation was not disturbed.
+  const auto data = pattern(256);
+  gpu.copy_h2d(live.ptr(), data.data(), data.size());
+  GPUPLUG_CHECK(read_back(gpu, live.ptr(), data.size()) == data);
+}
+
+void double_free(Context& ctx) {
+  GpuBackend& gpu = ctx.backend();
+  const DevicePtr p = gpu.alloc(1024);
+  gpu.free(p);
+  const LedgerStats before = gpu.ledger_stats();
+  GPUPLUG_CHECK_THROWS(gpu.free(p), Status::invalid_argument);
+  const LedgerStats after = gpu.ledger_stats();
+  GPUPLUG_CHECK_EQ(after.total_frees, before.total_frees);
+  GPUPLUG_CHECK_EQ(after.live_count, before.live_count);
+}
+
+void copy_out_of_range(Context& ctx) {
+  GpuBackend& gpu = ctx.backend();
+  const auto data = pattern(256);
+  const std::vector<std::uint8_t> big(4096, 0xCC);
+  std::vector<std::uint8_t> sink(4096);
+  DeviceBuffer b(gpu, 256);
+  DeviceBuffer small(gpu, 128);
+  gpu.copy_h2d(b.ptr(), data.data(), data.size());
+  const Stream s = gpu.create_stream();
+
+  GPUPLUG_CHECK_THROWS(gpu.copy_h2d(b.ptr(), big.data(), 257), Status::invalid_argument);
+  GPUPLUG_CHECK_THROWS(gpu.copy_h2d(b.ptr() + 200, big.data(), 100), Status::invalid_argument);
+  GPUPLUG_CHECK_THROWS(gpu.copy_d2h(sink.data(), b.ptr() + 255, 2), Status::invalid_argument);
+  GPUPLUG_CHECK_THROWS(gpu.copy_d2d(b.ptr(), small.ptr(), 256),
+                       Status::invalid_argument);  // source short
+  GPUPLUG_CHECK_THROWS(gpu.copy_d2d(small.ptr(), b.ptr(), 256),
+                       Status::invalid_argument);  // target short
+  GPUPLUG_CHECK_THROWS(gpu.copy_h2d_async(b.ptr(), big.data(), 300, s), Status::invalid_argument);
+  GPUPLUG_CHECK_THROWS(gpu.copy_d2h_async(sink.data(), b.ptr() + 1, 256, s),
+                       Status::invalid_argument);
+  GPUPLUG_CHECK_THROWS(gpu.copy_d2d_async(b.ptr() + 128, small.ptr(), 129, s),
+                       Status::invalid_argument);
+  GPUPLUG_CHECK_THROWS(gpu.memset(b.ptr() + 1, 0, 256), Status::invalid_argument);
+  GPUPLUG_CHECK_THROWS(gpu.memset(b.ptr(), 0, 257, s), Status::invalid_argument);
+  // Sizes that wrap around 2^64 when added to the address.
+  const std::size_t huge = std::numeric_limits<std::size_t>::max() - 4;
+  GPUPLUG_CHECK_THROWS(gpu.copy_h2d(b.ptr() + 8, big.data(), huge), Status::invalid_argument);
+  GPUPLUG_CHECK_THROWS(gpu.copy_d2h(sink.data(), b.ptr() + 8, huge), Status::invalid_argument);
+  GPUPLUG_CHECK_THROWS(gpu.memset(b.ptr() + 8, 0, huge), Status::invalid_argument);
+
+  gpu.synchronize(s);
+  gpu.destroy_stream(s);
+  // Refused operations wrote nothing: the range check comes before the copy.
+  GPUPLUG_CHECK_MSG(read_back(gpu, b.ptr(), data.size()) == data,
+                    "a refused copy or memset changed the buffer");
+}
+
+void copy_null_pointer(Context& ctx) {
+  GpuBackend& gpu = ctx.backend();
+  std::vector<std::uint8_t> host(64, 1);
+  DeviceBuffer b(gpu, 64);
+  GPUPLUG_CHECK_THROWS(gpu.copy_h2d(DevicePtr{}, host.data(), 16), Status::invalid_argument);
+  GPUPLUG_CHECK_THROWS(gpu.copy_d2h(host.data(), DevicePtr{}, 16), Status::invalid_argument);
+  GPUPLUG_CHECK_THROWS(gpu.copy_d2d(b.ptr(), DevicePtr{}, 16), Status::invalid_argument);
+  GPUPLUG_CHECK_THROWS(gpu.memset(DevicePtr{}, 0, 16), Status::invalid_argument);
+  GPUPLUG_CHECK_THROWS(gpu.copy_h2d(b.ptr(), nullptr, 16), Status::invalid_argument);
+  GPUPLUG_CHECK_THROWS(gpu.copy_d2h(nullptr, b.ptr(), 16), Status::invalid_argument);
+  const Stream s = gpu.create_stream();
+  GPUPLUG_CHECK_THROWS(gpu.copy_h2d_async(b.ptr(), nullptr, 16, s), Status::invalid_argument);
+  GPUPLUG_CHECK_THROWS(gpu.copy_d2h_async(nullptr, b.ptr(), 16, s), Status::invalid_argument);
+  gpu.destroy_stream(s);
+}
+
+void copy_unknown_pointer(Context& ctx) {
+  // Addresses no allocation, module global or mapping of this backend covers. The SDK leaves
+  // pointers its ledger does not know to the vendor (module globals live there), so this is
+  // the vendor's check: a GPU driver refuses them, the host plugin must too.
+  GpuBackend& gpu = ctx.backend();
+  std::vector<std::uint8_t> host(64, 1);
+  DeviceBuffer b(gpu, 64);
+  const DevicePtr unknown{0x1000};
+  GPUPLUG_CHECK_THROWS(gpu.copy_h2d(unknown, host.data(), 16), Status::invalid_argument);
+  GPUPLUG_CHECK_THROWS(gpu.copy_d2h(host.data(), unknown, 16), Status::invalid_argument);
+  GPUPLUG_CHECK_THROWS(gpu.copy_d2d(b.ptr(), unknown, 16), Status::invalid_argument);
+  GPUPLUG_CHECK_THROWS(gpu.memset(unknown, 0, 16), Status::invalid_argument);
+  // A freed pointer is no longer known.
+  const DevicePtr stale = gpu.alloc(64);
+  gpu.free(stale);
+  GPUPLUG_CHECK_THROWS(gpu.copy_h2d(stale, host.data(), 16), Status::invalid_argument);
+}
+
+void copies_async_and_d2d(Context& ctx) {
+  GpuBackend& gpu = ctx.backend();
+  const auto data = pattern(10000, 3);
+  std::vector<std::uint8_t> out(data.size(), 0);
+  DeviceBuffer x(gpu, data.size());
+  DeviceBuffer y(gpu, data.size());
+  DeviceBuffer z(gpu, data.size());
+  const Stream s = gpu.create_stream();
+  GPUPLUG_CHECK_MSG(s.value != 0, "create_stream returned the default stream");
+  gpu.copy_h2d_async(x.ptr(), data.data(), data.size(), s);
+  gpu.copy_d2d_async(y.ptr(), x.ptr(), data.size(), s);
+  gpu.copy_d2h_async(out.data(), y.ptr(), data.size(), s);
+  gpu.synchronize(s);
+  GPUPLUG_CHECK_MSG(out == data,
+                    "h2d_async -> d2d_async -> d2h_async on one stream did not round-trip");
+
+  // The synchronous d2d, halves swapped, and the default stream's async copies.
+  const std::size_t half = data.size() / 2;
+  gpu.copy_d2d(z.ptr(), x.ptr() + half, half);
+  gpu.copy_d2d(z.ptr() + half, x.ptr(), half);
+  std::fill(out.begin(), out.end(), 0);
+  gpu.copy_d2h_async(out.data(), z.ptr(), data.size(), Stream{});
+  gpu.synchronize(Stream{});
+  GPUPLUG_CHECK(std::equal(out.begin(), out.begin() + half, data.begin() + half));
+  GPUPLUG_CHECK(std::equal(out.begin() + half, out.end(), data.begin()));
+  gpu.destroy_stream(s);
+}
+
+void memset_ordered_on_stream(Context& ctx) {
+  GpuBackend& gpu = ctx.backend();
+  DeviceBuffer b(gpu, 1000);
+  std::vector<std::uint8_t> out(1000, 0);
+  const Stream s = gpu.create_stream();
+  gpu.memset(b.ptr(), 0xAB, 1000, s);
+  gpu.memset(b.ptr() + 10, 0x00, 20, s);
+  gpu.memset(b.ptr() + 999, 0x7F, 1, s);
+  gpu.copy_d2h_async(out.data(), b.ptr(), out.size(), s);
+  gpu.synchronize(s);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const std::uint8_t want = i == 999 ? 0x7F : (i >= 10 && i < 30) ? 0x00 : 0xAB;
+    GPUPLUG_CHECK_MSG(out[i] == want, "byte " << i << " is " << unsigned{out[i]} << ", expected "
+                                              << unsigned{want} << " after ordered memsets");
+  }
+  gpu.destroy_stream(s);
+}
+
+void sync_copy_orders_after_default_stream(Context& ctx) {
+  // Like CUDA's legacy default stream: a synchronous copy sees the default stream's earlier work.
+  GpuBackend& gpu = ctx.backend();
+  DeviceBuffer b(gpu, 1 << 20);
+  gpu.memset(b.ptr(), 0x5A, b.bytes());
+  const auto out = read_back(gpu, b.ptr(), b.bytes());
+  const auto bad = std::find_if(out.begin(), out.end(), [](std::uint8_t v) { return v != 0x5A; });
+  GPUPLUG_CHECK_MSG(bad == out.end(), "copy_d2h right after memset on the default stream read byte "
+                                          << (bad - out.begin()) << " = " << unsigned{*bad}
+                                          << ", expected 0x5a");
+}
+
+void managed_memory(Context& ctx) {
+  GpuBackend& gpu = ctx.backend();
+  if (!gpu.device_info().managed_memory) {
+    GPUPLUG_CHECK_THROWS(gpu.alloc_managed(4096), Status::unsupported);
+    ctx.note("the device has no managed memory: checked that alloc_managed is unsupported");
+    return;
+  }
+  const LedgerStats before = gpu.ledger_stats();
+  {
+    DeviceBuffer m = DeviceBuffer::managed(gpu, 4096);
+    GPUPLUG_CHECK(m.ptr());
+    const LedgerStats during = gpu.ledger_stats();
+    GPUPLUG_CHECK(during.live_managed_bytes >= before.live_managed_bytes + 4096);
+    GPUPLUG_CHECK_EQ(during.live_count, before.live_count + 1);
+    const auto data = pattern(4096, 11);
+    gpu.copy_h2d(m.ptr(), data.data(), data.size());
+    GPUPLUG_CHECK(read_back(gpu, m.ptr(), data.size()) == data);
+  }
+  GPUPLUG_CHECK_EQ(gpu.ledger_stats().live_managed_bytes, before.live_managed_bytes);
+}
+
+void device_memory_limit(Context& ctx) {
+  auto limited = ctx.make_backend({{"device_memory_limit", "1M"}});
+  GpuBackend& gpu = *limited;
+  {
+    DeviceBuffer a(gpu, 512 * 1024);
+    GPUPLUG_CHECK_THROWS(gpu.alloc(768 * 1024), Status::out_of_memory);
+    GPUPLUG_CHECK_THROWS(gpu.alloc(2 * 1024 * 1024), Status::out_of_memory);
+    GPUPLUG_CHECK_EQ(gpu.ledger_stats().live_count, 1u);
+    if (gpu.device_info().managed_memory) {
+      DeviceBuffer m =
+          DeviceBuffer::managed(gpu, 2 * 1024 * 1024);  // managed memory is not bound by the limit
+      GPUPLUG_CHECK(m.ptr());
+    }
+  }
+  // Freed memory counts again.
+  DeviceBuffer again(gpu, 960 * 1024);
+  GPUPLUG_CHECK(again.ptr());
+  // A limit that is not a byte size is refused, naming the option.
+  const Error bad = GPUPLUG_CHECK_THROWS(ctx.make_backend({{"device_memory_limit", "12Q"}}),
+                                         Status::invalid_argument);
+  GPUPLUG_CHECK_MSG(contains(bad.what(), "device_memory_limit"),
+                    "the error does not name the option: " << bad.what());
+}
+
+void unknown_option_refused(Context& ctx) {
+  const Error e =
+      GPUPLUG_CHECK_THROWS(ctx.make_backend({{"no_such_option", "1"}}), Status::invalid_argument);
+  GPUPLUG_CHECK_MSG(contains(e.what(), "no_such_option"),
+                    "the error does not name the option: " << e.what());
+}
+
+void bad_ordinal_refused(Context& ctx) {
+  const std::string selector = ctx.target().plugin + ":4096!";
+  const Error e = GPUPLUG_CHECK_THROWS_ANY(ctx.target().registry->create(selector));
+  GPUPLUG_CHECK_MSG(contains(e.what(), ctx.target().plugin),
+                    "the error does not name the plugin: " << e.what());
+}
+
+void ledger_stats_and_report(Context& ctx) {
+  GpuBackend& gpu = ctx.backend();
+  const LedgerStats before = gpu.ledger_stats();
+  {
+    DeviceBuffer a1(gpu, 3000, "conformance_site_alpha");
+    DeviceBuffer a2(gpu, 5000, "conformance_site_alpha");
+    DeviceBuffer b1(gpu, 1000, "conformance_site_beta");
+    const LedgerStats s = gpu.ledger_stats();
+    GPUPLUG_CHECK_EQ(s.live_count, before.live_count + 3);
+    GPUPLUG_CHECK(s.live_bytes >= before.live_bytes + 9000);
+    GPUPLUG_CHECK(s.peak_bytes >= s.live_bytes);
+    const std::string report = gpu.alloc_report(10);
+    GPUPLUG_CHECK_MSG(
+        contains(report, "conformance_site_alpha") && contains(report, "conformance_site_beta"),
+        "alloc_report does not name the call sites:\n"
+            << report);
+    // The largest site is listed first.
+    GPUPLUG_CHECK_MSG(report.find("conformance_site_alpha") < report.find("conformance_site_beta"),
+                      "alloc_report does not list the largest site first:\n"
+                          << report);
+    const std::string top1 = gpu.alloc_report(1);
+    GPUPLUG_CHECK_MSG(!contains(top1, "conformance_site_beta"),
+                      "alloc_report(1) lists more than one site:\n"
+                          << top1);
+  }
+  const LedgerStats after = gpu.ledger_stats();
+  GPUPLUG_CHECK_EQ(after.live_count, before.live_count);
+  GPUPLUG_CHECK(after.peak_bytes >= before.live_bytes + 9000);
+  GPUPLUG_CHECK_EQ(after.total_allocs, before.total_allocs + 3);
+  GPUPLUG_CHECK_EQ(after.total_frees, before.total_frees + 3);
+  GPUPLUG_CHECK_MSG(!contains(gpu.alloc_report(10), "conformance_site_alpha"),
+                    "alloc_report still lists freed allocations");
+}
+
+void sweep_unreleased(Context& ctx) {
+  auto owned = ctx.make_backend();
+  GpuBackend& gpu = *owned;
+  const DevicePtr a = gpu.alloc(1000, "conformance_sweep");
+  gpu.alloc(2000, "conformance_sweep");
+  gpu.alloc(0, "conformance_sweep");
+  LedgerStats swept;
+  {
+    ScopedLogLevel quiet(LogLevel::error);  // the sweep warns by design
+    swept = gpu.sweep_unreleased();
+  }
+  GPUPLUG_CHECK_EQ(swept.live_count, 3u);
+  GPUPLUG_CHECK(swept.live_bytes >= 3000);
+  GPUPLUG_CHECK_EQ(gpu.ledger_stats().live_count, 0u);
+  GPUPLUG_CHECK_EQ(gpu.ledger_stats().live_bytes, 0u);
+  GPUPLUG_CHECK_THROWS(gpu.free(a), Status::invalid_argument);
+  const LedgerStats again = gpu.sweep_unreleased();
+  GPUPLUG_CHECK_EQ(again.live_count, 0u);
+  // The backend keeps working after a sweep.
+  DeviceBuffer b(gpu, 64);
+  GPUPLUG_CHECK(b.ptr());
+}
+
+void memory_and_device_info(Context& ctx) {
+  GpuBackend& gpu = ctx.backend();
+  GPUPLUG_CHECK_EQ(std::string(gpu.name()), ctx.target().backend_name());
+  GPUPLUG_CHECK_EQ(std::string(gpu.plugin_name()), ctx.target().plugin);
+  GPUPLUG_CHECK_EQ(gpu.ordinal(), ctx.target().ordinal);
+  const MemoryInfo mi = gpu.memory_info();
+  GPUPLUG_CHECK(mi.total_bytes > 0);
+  GPUPLUG_CHECK(mi.free_bytes <= mi.total_bytes);
+  const DeviceInfo di = gpu.device_info();
+  GPUPLUG_CHECK_EQ(di.ordinal, ctx.target().ordinal);
+  GPUPLUG_CHECK_MSG(!di.name.empty(), "device_info has no name");
+  GPUPLUG_CHECK(di.total_memory > 0);
+  GPUPLUG_CHECK(di.compute_units > 0);
+}
+
+void streams(Context& ctx) {
+  GpuBackend& gpu = ctx.backend();
+  const Stream a = gpu.create_stream();
+  const Stream b = gpu.create_stream();
+  GPUPLUG_CHECK(a.value != 0 && b.value != 0 && a != b);
+  DeviceBuffer buf(gpu, 4096);
+  gpu.memset(buf.ptr(), 1, 2048, a);
+  gpu.memset(buf.ptr() + 2048, 2, 2048, b);
+  gpu.synchronize(a);
+  gpu.synchronize(b);
+  gpu.synchronize();
+  gpu.destroy_stream(a);
+  GPUPLUG_CHECK_THROWS(gpu.destroy_stream(a), Status::invalid_argument);
+  GPUPLUG_CHECK_THROWS_ANY(gpu.destroy_stream(Stream{}));
+  gpu.destroy_stream(b);
+  const auto out = read_back(gpu, buf.ptr(), 4096);
+  GPUPLUG_CHECK(std::all_of(out.begin(), out.begin() + 2048, [](auto v) { return v == 1; }));
+  GPUPLUG_CHECK(std::all_of(out.begin() + 2048, out.end(), [](auto v) { return v == 2; }));
+}
+
+const Case cases[] = {
+    {"alloc_copy_roundtrip",
+     "alloc, copies and free move bytes exactly and keep the ledger in step", alloc_copy_roundtrip},
+    {"zero_byte_alloc", "a zero-byte allocation is non-null, distinct and freeable once",
+     zero_byte_alloc},
+    {"free_null_is_noop", "free(null) does nothing", free_null_is_noop},
+    {"free_unknown_pointer",
+     "free of an unknown or interior pointer is invalid_argument, never a crash",
+     free_unknown_pointer},
+    {"double_free", "a second free is invalid_argument and leaves the ledger alone", double_free},
+    {"copy_out_of_range",
+     "copies and memsets past an allocation (or wrapping 2^64) are refused before writing",
+     copy_out_of_range},
+    {"copy_null_pointer",
+     "copies and memsets with a null device or host pointer are invalid_argument",
+     copy_null_pointer},
+    {"copy_unknown_pointer",
+     "copies from or to unknown or freed device pointers are invalid_argument, not a crash",
+     copy_unknown_pointer},
+    {"copies_async_and_d2d", "async copies keep stream order; d2d copies move the right bytes",
+     copies_async_and_d2d},
+    {"memset_ordered_on_stream", "memsets and copies on one stream run in submission order",
+     memset_ordered_on_stream},
+    {"sync_copy_orders_after_default_stream", "a synchronous copy sees earlier default-stream work",
+     sync_copy_orders_after_default_stream},
+    {"managed_memory", "alloc_managed works and is counted as managed, or is unsupported",
+     managed_memory},
+    {"device_memory_limit",
+     "device_memory_limit fails device allocations past it, not managed ones", device_memory_limit},
+    {"unknown_option_refused", "an unknown create option is invalid_argument naming it",
+     unknown_option_refused},
+    {"bad_ordinal_refused", "a device ordinal past the last device is an error naming the plugin",
+     bad_ordinal_refused},
+    {"ledger_stats_and_report", "ledger counters and the per-call-site report follow allocations",
+     ledger_stats_and_report},
+    {"sweep_unreleased", "sweep_unreleased frees what is live, once, and says what it swept",
+     sweep_unreleased},
+    {"memory_and_device_info", "names, ordinal, memory and device info are consistent",
+     memory_and_device_info},
+    {"streams",
+     "streams are distinct, synchronize, and destroy once; the default stream cannot be destroyed",
+     streams},
+};
+
+}  // namespace
+
+std::span<const Case> memory_cases() { return cases; }
+
+}  // namespace gpuplug::conformance::detail

@@ -1,0 +1,321 @@
+// SPDX-License-Identifier: Apache-2.0
+// A fake HIP runtime (libamdhip64.so) for testing the HIP plugin's logic on machines without an AMD
+// GPU.
+
+// Two fake GPUs in host memory, just enough of hip_runtime_api.h for libgpuplug-hip.so:
+//   device 0: "gfx90a:sramecc+:xnack-", managed memory supported (so the XNACK warning fires);
+//   device 1: "gfx1030", no managed memory.
+// It checks what a real runtime would punish: memory and streams are owned by the device that
+// made them and only usable while that device is current on the calling thread (the plugin must
+// call hipSetDevice on every thread), unknown pointers and streams are errors, and module images
+// must be offload bundles or AMDGPU ELF. Modules are read with the plugin's own reader
+// (code_object.hpp); a launch of the kernel "axpy" runs it on the host so that the test can see
+// the parameters arrive; any other launch only checks its configuration. Built with
+// -DGPUPLUG_FAKE_HIP_TOO_OLD it lacks hipModuleGetGlobal, like a runtime too old for the plugin.
+
+#include <hip/hip_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "code_object.hpp"
+
+namespace {
+
+constexpr int kDevices = 2;
+constexpr std::size_t kDeviceMemory = std::size_t{1} << 30;
+const char* const kArch[kDevices] = {"gfx90a:sramecc+:xnack-", "gfx1030"};
+const int kManaged[kDevices] = {1, 0};
+
+struct Allocation {
+  int device;
+  std::size_t bytes;
+};
+struct Function {
+  std::string name;
+};
+struct Module {
+  int device;
+  std::vector<std::string> kernels;
+  std::map<std::string, std::uint32_t> globals;  // 4-byte published symbols and their storage
+  std::map<std::string, std::unique_ptr<Function>> functions;  // handles handed out, by name
+};
+
+// Process-wide fake state. Leaked on purpose (never destroyed), like a real runtime's.
+struct State {
+  std::mutex mutex;
+  std::map<void*, Allocation> allocations;
+  std::map<hipStream_t, int> streams;  // stream -> device
+  std::set<Module*> modules;
+  std::size_t live[kDevices] = {};
+};
+State& state() {
+  static State* s = new State;
+  return *s;
+}
+
+thread_local int t_current = 0;  // like HIP: device 0 until a thread says otherwise
+
+// Whether [p, p + bytes) lies in an allocation made on the current device.
+bool owned(const void* p, std::size_t bytes) {
+  for (const auto& [base, a] : state().allocations) {
+    const auto* b = static_cast<const char*>(base);
+    const auto* q = static_cast<const char*>(p);
+    if (q >= b && q + bytes <= b + a.bytes) return a.device == t_current;
+  }
+  return false;
+}
+
+bool stream_ok(hipStream_t s) {
+  if (s == nullptr) return true;
+  const auto it = state().streams.find(s);
+  return it != state().streams.end() && it->second == t_current;
+}
+
+hipError_t allocate(void** ptr, std::size_t size) {
+  if (ptr == nullptr) return hipErrorInvalidValue;
+  std::lock_guard lock(state().mutex);
+  if (size > kDeviceMemory - state().live[t_current]) return hipErrorOutOfMemory;
+  void* p = std::calloc(1, size == 0 ? 1 : size);
+  state().allocations[p] = {t_current, size};
+  state().live[t_current] += size;
+  *ptr = p;
+  return hipSuccess;
+}
+
+}  // namespace
+
+const char* hipGetErrorName(hipError_t error) {
+  switch (error) {
+    case hipSuccess:
+      return "hipSuccess";
+    case hipErrorInvalidValue:
+      return "hipErrorInvalidValue";
+    case hipErrorOutOfMemory:
+      return "hipErrorOutOfMemory";
+    case hipErrorInvalidConfiguration:
+      return "hipErrorInvalidConfiguration";
+    case hipErrorInvalidDevicePointer:
+      return "hipErrorInvalidDevicePointer";
+    case hipErrorNoDevice:
+      return "hipErrorNoDevice";
+    case hipErrorInvalidDevice:
+      return "hipErrorInvalidDevice";
+    case hipErrorInvalidImage:
+      return "hipErrorInvalidImage";
+    case hipErrorInvalidHandle:
+      return "hipErrorInvalidHandle";
+    case hipErrorNotFound:
+      return "hipErrorNotFound";
+    default:
+      return "hipErrorUnknown";
+  }
+}
+const char* hipGetErrorString(hipError_t error) {
+  return error == hipErrorOutOfMemory ? "out of memory" : hipGetErrorName(error);
+}
+hipError_t hipInit(unsigned int) { return hipSuccess; }
+hipError_t hipRuntimeGetVersion(int* v) { return *v = 60032830, hipSuccess; }  // "6.0"
+hipError_t hipDriverGetVersion(int* v) { return *v = 60032830, hipSuccess; }
+hipError_t hipGetDeviceCount(int* count) { return *count = kDevices, hipSuccess; }
+hipError_t hipGetDevice(int* device) { return *device = t_current, hipSuccess; }
+hipError_t hipSetDevice(int device) {
+  if (device < 0 || device >= kDevices) return hipErrorInvalidDevice;
+  t_current = device;
+  return hipSuccess;
+}
+hipError_t hipDeviceGetName(char* name, int len, hipDevice_t device) {
+  if (device < 0 || device >= kDevices) return hipErrorInvalidDevice;
+  std::snprintf(name, static_cast<std::size_t>(len), "Fake AMD GPU %d", device);
+  return hipSuccess;
+}
+hipError_t hipDeviceGetUuid(hipUUID* uuid, hipDevice_t device) {
+  if (device < 0 || device >= kDevices) return hipErrorInvalidDevice;
+  std::memcpy(uuid->bytes, device == 0 ? "0123456789abcdef" : "fedcba9876543210", 16);
+  return hipSuccess;
+}
+hipError_t hipDeviceTotalMem(size_t* bytes, hipDevice_t device) {
+  if (device < 0 || device >= kDevices) return hipErrorInvalidDevice;
+  return *bytes = kDeviceMemory, hipSuccess;
+}
+hipError_t hipDeviceGetAttribute(int* value, hipDeviceAttribute_t attr, int device) {
+  if (device < 0 || device >= kDevices) return hipErrorInvalidDevice;
+  if (attr == hipDeviceAttributeMultiprocessorCount) return *value = 104 + device, hipSuccess;
+  if (attr == hipDeviceAttributeManagedMemory) return *value = kManaged[device], hipSuccess;
+  return hipErrorInvalidValue;
+}
+hipError_t hipGetDeviceProperties(hipDeviceProp_t* props, int device) {
+  if (device < 0 || device >= kDevices) return hipErrorInvalidDevice;
+  std::memset(props, 0, sizeof *props);
+  std::snprintf(props->name, sizeof props->name, "Fake AMD GPU %d", device);
+  std::snprintf(props->gcnArchName, sizeof props->gcnArchName, "%s", kArch[device]);
+  return hipSuccess;
+}
+hipError_t hipMemGetInfo(size_t* free_bytes, size_t* total) {
+  std::lock_guard lock(state().mutex);
+  *total = kDeviceMemory;
+  *free_bytes = kDeviceMemory - state().live[t_current];
+  return hipSuccess;
+}
+
+hipError_t hipMalloc(void** ptr, size_t size) { return allocate(ptr, size); }
+hipError_t hipMallocManaged(void** ptr, size_t size, unsigned int flags) {
+  if (!kManaged[t_current] || flags != hipMemAttachGlobal) return hipErrorNotSupported;
+  return allocate(ptr, size);
+}
+hipError_t hipFree(void* ptr) {
+  if (ptr == nullptr) return hipSuccess;
+  std::lock_guard lock(state().mutex);
+  const auto it = state().allocations.find(ptr);
+  if (it == state().allocations.end() || it->second.device != t_current)
+    return hipErrorInvalidDevicePointer;
+  state().live[t_current] -= it->second.bytes;
+  state().allocations.erase(it);
+  std::free(ptr);
+  return hipSuccess;
+}
+
+hipError_t hipMemcpyAsync(void* dst, const void* src, size_t bytes, hipMemcpyKind kind,
+                          hipStream_t stream) {
+  std::lock_guard lock(state().mutex);
+  if (!stream_ok(stream)) return hipErrorInvalidHandle;
+  const bool dst_device = kind == hipMemcpyHostToDevice || kind == hipMemcpyDeviceToDevice;
+  const bool src_device = kind == hipMemcpyDeviceToHost || kind == hipMemcpyDeviceToDevice;
+  if ((dst_device && !owned(dst, bytes)) || (src_device && !owned(src, bytes)))
+    return hipErrorInvalidValue;
+  std::memmove(dst, src, bytes);
+  return hipSuccess;
+}
+hipError_t hipMemcpy(void* dst, const void* src, size_t bytes, hipMemcpyKind kind) {
+  return hipMemcpyAsync(dst, src, bytes, kind, nullptr);
+}
+hipError_t hipMemsetD8Async(hipDeviceptr_t dst, unsigned char value, size_t count,
+                            hipStream_t stream) {
+  std::lock_guard lock(state().mutex);
+  if (!stream_ok(stream)) return hipErrorInvalidHandle;
+  if (!owned(dst, count)) return hipErrorInvalidValue;
+  std::memset(dst, value, count);
+  return hipSuccess;
+}
+
+hipError_t hipStreamCreate(hipStream_t* stream) {
+  std::lock_guard lock(state().mutex);
+  *stream = reinterpret_cast<hipStream_t>(new char);
+  state().streams[*stream] = t_current;
+  return hipSuccess;
+}
+hipError_t hipStreamDestroy(hipStream_t stream) {
+  std::lock_guard lock(state().mutex);
+  if (stream == nullptr || !stream_ok(stream)) return hipErrorInvalidHandle;
+  state().streams.erase(stream);
+  delete reinterpret_cast<char*>(stream);
+  return hipSuccess;
+}
+hipError_t hipStreamSynchronize(hipStream_t stream) {
+  std::lock_guard lock(state().mutex);
+  return stream_ok(stream) ? hipSuccess : hipErrorInvalidHandle;
+}
+
+hipError_t hipModuleLoadData(hipModule_t* module, const void* image) {
+  namespace hip = gpuplug::hip;
+  // No size is given; the fake trusts the plugin to have checked the image (it reads at most the
+  // bundle's declared extent, as the real runtime does).
+  const auto* bytes = static_cast<const std::byte*>(image);
+  std::span<const std::byte> head(bytes, 32);
+  std::size_t size = 0;
+  if (hip::is_offload_bundle(head)) {
+    // Extent: the end of the last entry (a real runtime walks the same header).
+    std::uint64_t count = 0;
+    std::memcpy(&count, bytes + 24, 8);
+    std::size_t at = 32;
+    for (std::uint64_t i = 0; i < count; ++i) {
+      std::uint64_t offset = 0, entry = 0, id = 0;
+      std::memcpy(&offset, bytes + at, 8);
+      std::memcpy(&entry, bytes + at + 8, 8);
+      std::memcpy(&id, bytes + at + 16, 8);
+      size = std::max<std::size_t>(size, offset + entry);
+      at += 24 + id;
+    }
+  } else {
+    return hipErrorInvalidImage;  // the fake reads bundles only
+  }
+  const std::span<const std::byte> whole(bytes, size);
+  const auto code = hip::select_code_object(whole, kArch[t_current]);
+  const auto symbols = hip::read_elf_symbols(code);
+  if (!symbols) return hipErrorInvalidImage;
+  auto m = std::make_unique<Module>();
+  m->device = t_current;
+  m->kernels = hip::kernel_names(*symbols);
+  for (const hip::ElfSymbol& s : *symbols)  // published metadata, with the values gpuplug uses
+    if (s.type == 1 && s.size == 4) m->globals[s.name] = s.name.ends_with("_n_tile") ? 64u : 1u;
+  std::lock_guard lock(state().mutex);
+  *module = reinterpret_cast<hipModule_t>(m.get());
+  state().modules.insert(m.release());
+  return hipSuccess;
+}
+hipError_t hipModuleUnload(hipModule_t module) {
+  std::lock_guard lock(state().mutex);
+  auto* m = reinterpret_cast<Module*>(module);
+  if (state().modules.erase(m) == 0) return hipErrorInvalidHandle;
+  for (auto& [name, value] : m->globals) state().allocations.erase(&value);
+  delete m;
+  return hipSuccess;
+}
+hipError_t hipModuleGetFunction(hipFunction_t* function, hipModule_t module, const char* name) {
+  std::lock_guard lock(state().mutex);
+  auto* m = reinterpret_cast<Module*>(module);
+  if (state().modules.count(m) == 0) return hipErrorInvalidHandle;
+  if (std::find(m->kernels.begin(), m->kernels.end(), name) == m->kernels.end())
+    return hipErrorNotFound;
+  auto& slot = m->functions[name];
+  if (!slot) slot = std::make_unique<Function>(Function{name});
+  *function = reinterpret_cast<hipFunction_t>(slot.get());
+  return hipSuccess;
+}
+#ifndef GPUPLUG_FAKE_HIP_TOO_OLD
+hipError_t hipModuleGetGlobal(hipDeviceptr_t* address, size_t* bytes, hipModule_t module,
+                              const char* name) {
+  std::lock_guard lock(state().mutex);
+  auto* m = reinterpret_cast<Module*>(module);
+  if (state().modules.count(m) == 0) return hipErrorInvalidHandle;
+  const auto it = m->globals.find(name);
+  if (it == m->globals.end()) return hipErrorNotFound;
+  // Device memory of the module's device, so that the plugin can copy the value back.
+  if (state().allocations.count(&it->second) == 0) {
+    state().allocations[&it->second] = {m->device, 4};
+  }
+  *address = &it->second;
+  *bytes = 4;
+  return hipSuccess;
+}
+#endif
+hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                 unsigned int bx, unsigned int by, unsigned int bz,
+                                 unsigned int shared, hipStream_t stream, void** params,
+                                 void** extra) {
+  std::lock_guard lock(state().mutex);
+  if (!stream_ok(stream)) return hipErrorInvalidHandle;
+  if (f == nullptr || extra != nullptr) return hipErrorInvalidValue;
+  if (gx * gy * gz == 0 || bx * by * bz == 0 || bx * by * bz > 1024 || shared > 65536)
+    return hipErrorInvalidConfiguration;
+  const auto& fn = *reinterpret_cast<const Function*>(f);
+  if (fn.name == "axpy") {  // y = a*x + y over the whole grid
+    const std::uint32_t n = *static_cast<std::uint32_t*>(params[0]);
+    const float a = *static_cast<float*>(params[1]);
+    auto* x = reinterpret_cast<const float*>(*static_cast<std::uint64_t*>(params[2]));
+    auto* y = reinterpret_cast<float*>(*static_cast<std::uint64_t*>(params[3]));
+    if (std::uint64_t{gx} * bx < n || !owned(x, n * 4ull) || !owned(y, n * 4ull))
+      return hipErrorInvalidValue;
+    for (std::uint32_t i = 0; i < n; ++i) y[i] = a * x[i] + y[i];
+  }
+  return hipSuccess;
+}

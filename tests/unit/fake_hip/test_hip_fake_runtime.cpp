@@ -1,0 +1,315 @@
+// SPDX-License-Identifier: Apache-2.0
+// libgpuplug-hip.so against fake HIP runtimes: the plugin's device logic, run where no AMD GPU is.
+
+// CTest runs this twice, with LD_LIBRARY_PATH on one of the fakes built beside it (the
+// plugin dlopens "libamdhip64.so" first, so the fake wins over an installed runtime) and
+// GPUPLUG_TEST_FAKE_HIP naming it:
+//   full:    two fake GPUs (gfx90a:sramecc+:xnack- with managed memory, gfx1030 without); every
+//            hook of HipDevice runs, including per-thread hipSetDevice, stream checks, module
+//            loading from the real kernels/hip bundles, published globals, error mapping, the
+//            XNACK warning and the sweep at destroy;
+//   too_old: a runtime without hipModuleGetGlobal, reported as "driver too old".
+
+#define BOOST_TEST_MODULE test_hip_fake_runtime
+#include <dlfcn.h>
+#include <gpuplug/abi.h>
+
+#include <algorithm>
+#include <boost/test/unit_test.hpp>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+const char* const kPluginFile = GPUPLUG_TEST_PLUGIN_DIR "/libgpuplug-hip.so";
+
+const gpuplug_plugin_v1& table() {
+  static const gpuplug_plugin_v1* t = [] {
+    void* lib = dlopen(kPluginFile, RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) BOOST_FAIL("dlopen " << kPluginFile << ": " << dlerror());
+    auto entry = reinterpret_cast<gpuplug_plugin_entry_fn>(dlsym(lib, GPUPLUG_PLUGIN_ENTRY_SYMBOL));
+    BOOST_TEST_REQUIRE(entry != nullptr);
+    return entry(GPUPLUG_ABI_VERSION);
+  }();
+  return *t;
+}
+
+std::string scenario() {
+  const char* s = std::getenv("GPUPLUG_TEST_FAKE_HIP");
+  return s != nullptr ? s : "";
+}
+
+gpuplug_probe_result_t probe() {
+  gpuplug_probe_result_t r{};
+  r.struct_size = sizeof r;
+  BOOST_TEST_REQUIRE(table().probe(&r) == GPUPLUG_STATUS_SUCCESS);
+  return r;
+}
+
+boost::unit_test::precondition full_fake() {
+  return boost::unit_test::precondition([](boost::unit_test::test_unit_id) {
+    boost::test_tools::assertion_result ok(scenario() == "full");
+    ok.message() << "GPUPLUG_TEST_FAKE_HIP is '" << scenario() << "'";
+    return ok;
+  });
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Collects what the plugin logs through the host services.
+struct Log {
+  std::mutex mutex;
+  std::vector<std::pair<int, std::string>> lines;
+  gpuplug_host_services_t services{sizeof(gpuplug_host_services_t), this,
+                                   [](void* user, gpuplug_log_level_t level, const char* m) {
+                                     auto* self = static_cast<Log*>(user);
+                                     std::lock_guard lock(self->mutex);
+                                     self->lines.emplace_back(level, m);
+                                   }};
+  std::size_t count(int level, const std::string& part) {
+    std::lock_guard lock(mutex);
+    std::size_t n = 0;
+    for (const auto& [l, m] : lines) n += (l == level && contains(m, part)) ? 1 : 0;
+    return n;
+  }
+};
+
+struct Instance {
+  const gpuplug_plugin_v1& t = table();
+  gpuplug_instance_t inst = nullptr;
+  Log log;
+
+  explicit Instance(std::uint32_t ordinal) {
+    char error[512] = {};
+    const gpuplug_status_t s =
+        t.create(ordinal, nullptr, 0, &log.services, &inst, error, sizeof error);
+    BOOST_TEST_REQUIRE(s == GPUPLUG_STATUS_SUCCESS, "create(" << ordinal << "): " << error);
+  }
+  ~Instance() {
+    if (inst != nullptr) t.destroy(inst);
+  }
+  Instance(const Instance&) = delete;
+  Instance& operator=(const Instance&) = delete;
+
+  std::string last_error() const {
+    char buf[1024] = {};
+    t.last_error(inst, buf, sizeof buf);
+    return buf;
+  }
+  void ok(gpuplug_status_t s, const std::string& what) const {
+    BOOST_TEST_REQUIRE(s == GPUPLUG_STATUS_SUCCESS,
+                       what << ": status " << s << ": " << last_error());
+  }
+  std::uint64_t alloc(std::uint64_t bytes) {
+    std::uint64_t p = 0;
+    ok(t.alloc(inst, bytes, "test_hip_fake_runtime", &p), "alloc");
+    return p;
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(the_fake_runtime_is_the_one_probed) {
+  const gpuplug_probe_result_t r = probe();
+  BOOST_TEST_MESSAGE("scenario '" << scenario() << "': reason " << r.reason << ": " << r.message);
+  const std::string message = r.message;
+  if (scenario() == "too_old") {
+    BOOST_TEST(r.reason == GPUPLUG_PROBE_DRIVER_TOO_OLD);
+    BOOST_TEST(contains(message, "driver too old: libamdhip64.so lacks hipModuleGetGlobal"),
+               message);
+    char error[512] = {};
+    gpuplug_instance_t inst = nullptr;
+    BOOST_TEST(table().create(0, nullptr, 0, nullptr, &inst, error, sizeof error) ==
+               GPUPLUG_STATUS_UNAVAILABLE);
+    BOOST_TEST(contains(error, "hipModuleGetGlobal"), error);
+    return;
+  }
+  BOOST_TEST_REQUIRE(scenario() == "full", "set GPUPLUG_TEST_FAKE_HIP to full or too_old");
+  BOOST_TEST(r.reason == GPUPLUG_PROBE_AVAILABLE);
+  BOOST_TEST(r.device_count == 2u);
+  BOOST_TEST(contains(message, "HIP runtime 6.0 (libamdhip64.so), 2 devices"), message);
+}
+
+BOOST_AUTO_TEST_CASE(devices_are_described, *full_fake()) {
+  gpuplug_device_info_t d0{};
+  d0.struct_size = sizeof d0;
+  BOOST_TEST_REQUIRE(table().describe_device(0, &d0) == GPUPLUG_STATUS_SUCCESS);
+  BOOST_TEST(std::string(d0.name) == "Fake AMD GPU 0");
+  BOOST_TEST(std::string(d0.arch) == "gfx90a:sramecc+:xnack-");
+  BOOST_TEST(std::string(d0.uuid) == "GPU-0123456789abcdef");
+  BOOST_TEST(d0.compute_units == 104u);
+  BOOST_TEST(d0.managed_memory == 1u);
+  BOOST_TEST(d0.total_memory == (std::uint64_t{1} << 30));
+  BOOST_TEST(d0.free_memory == d0.total_memory);
+
+  gpuplug_device_info_t d1{};
+  d1.struct_size = sizeof d1;
+  BOOST_TEST_REQUIRE(table().describe_device(1, &d1) == GPUPLUG_STATUS_SUCCESS);
+  BOOST_TEST(std::string(d1.arch) == "gfx1030");
+  BOOST_TEST(d1.managed_memory == 0u);
+  BOOST_TEST(d1.compute_units == 105u);
+
+  gpuplug_device_info_t none{};
+  none.struct_size = sizeof none;
+  BOOST_TEST(table().describe_device(2, &none) == GPUPLUG_STATUS_UNAVAILABLE);
+  char error[512] = {};
+  gpuplug_instance_t inst = nullptr;
+  BOOST_TEST(table().create(2, nullptr, 0, nullptr, &inst, error, sizeof error) ==
+             GPUPLUG_STATUS_UNAVAILABLE);
+  BOOST_TEST(contains(error, "no device"), error);  // the SDK or the plugin, both name it
+  BOOST_TEST(contains(error, "2"), error);
+}
+
+BOOST_AUTO_TEST_CASE(axpy_runs_and_each_thread_gets_the_device_made_current, *full_fake()) {
+  // Device 1 on purpose: a fresh thread starts on device 0, so every hook must switch.
+  Instance dev(1);
+  const std::uint32_t n = 1000;
+  const float alpha = 2.0f;
+  std::vector<float> x(n), y(n);
+  for (std::uint32_t i = 0; i < n; ++i) x[i] = float(i), y[i] = 1.0f;
+  std::uint64_t dx = dev.alloc(n * 4), dy = dev.alloc(n * 4);
+  dev.ok(dev.t.copy_h2d(dev.inst, dx, x.data(), n * 4), "copy_h2d");
+  std::thread([&] {
+    dev.ok(dev.t.copy_h2d(dev.inst, dy, y.data(), n * 4), "copy_h2d (thread)");
+  }).join();
+  std::uint64_t f = 0;
+  // From the default modules_dir, <plugin dir>/../kernels/hip/axpy.hsaco; gfx1030 is in it.
+  dev.ok(dev.t.get_function(dev.inst, "axpy", "axpy", &f), "get_function axpy");
+  void* params[] = {const_cast<std::uint32_t*>(&n), const_cast<float*>(&alpha), &dx, &dy};
+  std::thread([&] {
+    dev.ok(dev.t.launch(dev.inst, f, {(n + 255) / 256, 1, 1}, {256, 1, 1}, 0, 0, params),
+           "launch (thread)");
+  }).join();
+  std::vector<float> got(n);
+  dev.ok(dev.t.copy_d2h(dev.inst, got.data(), dy, n * 4), "copy_d2h");
+  std::size_t bad = 0;
+  for (std::uint32_t i = 0; i < n; ++i) bad += got[i] != alpha * x[i] + 1.0f ? 1 : 0;
+  BOOST_TEST(bad == 0u);
+
+  // A second backend on device 0 in the same thread: each switches to its own device.
+  Instance other(0);
+  const std::uint64_t p = other.alloc(64);
+  dev.ok(dev.t.copy_d2d(dev.inst, dx, dy, 64), "copy_d2d on device 1 after device 0");
+  other.ok(other.t.free(other.inst, p), "free on device 0 after device 1");
+
+  // A missing kernel names what the module has.
+  std::uint64_t missing = 0;
+  BOOST_TEST(dev.t.get_function(dev.inst, "axpy", "axpy_f16", &missing) ==
+             GPUPLUG_STATUS_NOT_FOUND);
+  BOOST_TEST(contains(dev.last_error(), "axpy_f16"), dev.last_error());
+  BOOST_TEST(contains(dev.last_error(), "axpy"), dev.last_error());
+  BOOST_TEST(dev.t.get_function(dev.inst, "gemm", "gemm_f16", &missing) ==
+             GPUPLUG_STATUS_NOT_FOUND);
+  BOOST_TEST(contains(dev.last_error(), "gemm_a_e4m3, gemm_f32"), dev.last_error());
+}
+
+BOOST_AUTO_TEST_CASE(published_globals_are_found_with_their_size, *full_fake()) {
+  Instance dev(0);
+  for (const char* name : {"gemm_f32_n_tile", "gemm_a_e4m3_n_tile", "gemm_a_e4m3_a_e4m3"}) {
+    std::uint64_t address = 0, size = 0;
+    dev.ok(dev.t.get_global(dev.inst, "gemm", name, &address, &size), name);
+    BOOST_TEST(size == 4u);
+    std::uint32_t value = 0;
+    dev.ok(dev.t.copy_d2h(dev.inst, &value, address, 4), name);
+    BOOST_TEST(value == (contains(name, "n_tile") ? 64u : 1u), name);
+  }
+  std::uint64_t address = 0, size = 0;
+  BOOST_TEST(dev.t.get_global(dev.inst, "gemm", "gemm_f16_n_tile", &address, &size) ==
+             GPUPLUG_STATUS_NOT_FOUND);
+}
+
+BOOST_AUTO_TEST_CASE(streams_are_checked_and_ordered_work_lands, *full_fake()) {
+  Instance dev(0);
+  std::uint64_t stream = 0;
+  dev.ok(dev.t.stream_create(dev.inst, &stream), "stream_create");
+  const std::uint64_t a = dev.alloc(4096), b = dev.alloc(4096);
+  std::vector<std::uint8_t> host(4096, 0);
+  dev.ok(dev.t.memset_d8(dev.inst, a, 0x5A, 4096, stream), "memset_d8");
+  dev.ok(dev.t.copy_d2d_async(dev.inst, b, a, 4096, stream), "copy_d2d_async");
+  dev.ok(dev.t.copy_d2h_async(dev.inst, host.data(), b, 4096, stream), "copy_d2h_async");
+  dev.ok(dev.t.stream_synchronize(dev.inst, stream), "stream_synchronize");
+  BOOST_TEST(std::count(host.begin(), host.end(), 0x5A) == 4096);
+  dev.ok(dev.t.copy_h2d_async(dev.inst, a, host.data(), 16, 0), "copy_h2d_async default stream");
+  dev.ok(dev.t.synchronize(dev.inst), "synchronize");
+
+  BOOST_TEST(dev.t.memset_d8(dev.inst, a, 0, 16, 0xBAD) == GPUPLUG_STATUS_INVALID_ARGUMENT);
+  BOOST_TEST(contains(dev.last_error(), "unknown stream 0xbad"), dev.last_error());
+  BOOST_TEST(dev.t.stream_destroy(dev.inst, 0) == GPUPLUG_STATUS_INVALID_ARGUMENT);
+  dev.ok(dev.t.stream_destroy(dev.inst, stream), "stream_destroy");
+  BOOST_TEST(dev.t.stream_destroy(dev.inst, stream) == GPUPLUG_STATUS_INVALID_ARGUMENT);
+  BOOST_TEST(dev.t.stream_synchronize(dev.inst, stream) == GPUPLUG_STATUS_INVALID_ARGUMENT);
+  // A stream left open is destroyed with the backend.
+  std::uint64_t open = 0;
+  dev.ok(dev.t.stream_create(dev.inst, &open), "stream_create (left open)");
+}
+
+BOOST_AUTO_TEST_CASE(managed_memory_follows_the_device_and_warns_once_without_xnack, *full_fake()) {
+  Instance xnack_off(0);
+  std::uint64_t p = 0, q = 0;
+  xnack_off.ok(xnack_off.t.alloc_managed(xnack_off.inst, 4096, "test", &p), "alloc_managed");
+  xnack_off.ok(xnack_off.t.alloc_managed(xnack_off.inst, 4096, "test", &q), "alloc_managed");
+  BOOST_TEST(xnack_off.log.count(GPUPLUG_LOG_WARNING, "XNACK off") == 1u);
+  xnack_off.ok(xnack_off.t.free(xnack_off.inst, p), "free managed");
+  xnack_off.ok(xnack_off.t.free(xnack_off.inst, q), "free managed");
+
+  Instance none(1);
+  BOOST_TEST(none.t.alloc_managed(none.inst, 4096, "test", &p) == GPUPLUG_STATUS_UNSUPPORTED);
+  BOOST_TEST(contains(none.last_error(), "hipDeviceAttributeManagedMemory is 0"),
+             none.last_error());
+}
+
+BOOST_AUTO_TEST_CASE(runtime_errors_carry_the_operation_and_hip_s_words, *full_fake()) {
+  Instance dev(0);
+  std::uint64_t p = 0;
+  BOOST_TEST(dev.t.alloc(dev.inst, std::uint64_t{2} << 30, "too big", &p) ==
+             GPUPLUG_STATUS_OUT_OF_MEMORY);
+  BOOST_TEST(contains(dev.last_error(),
+                      "hipMalloc(2147483648 bytes): hipErrorOutOfMemory "
+                      "(out of memory)"),
+             dev.last_error());
+
+  std::uint64_t f = 0;
+  dev.ok(dev.t.get_function(dev.inst, "activation", "bias_relu", &f), "bias_relu");
+  BOOST_TEST(dev.t.launch(dev.inst, f, {0, 1, 1}, {256, 1, 1}, 0, 0, nullptr) ==
+             GPUPLUG_STATUS_LAUNCH_FAILED);
+  BOOST_TEST(contains(dev.last_error(),
+                      "hipModuleLaunchKernel(grid 0x1x1, block 256x1x1, 0 "
+                      "shared bytes): hipErrorInvalidConfiguration"),
+             dev.last_error());
+
+  const std::string junk = "not a code object at all";
+  BOOST_TEST(dev.t.load_module(dev.inst, "junk", junk.data(), junk.size()) ==
+             GPUPLUG_STATUS_INVALID_IMAGE);
+  BOOST_TEST(contains(dev.last_error(), "module junk: not a HIP code object"), dev.last_error());
+
+  std::ifstream file(std::string(GPUPLUG_TEST_KERNEL_DIR) + "/hip/e4m3.hsaco", std::ios::binary);
+  const std::vector<char> image((std::istreambuf_iterator<char>(file)),
+                                std::istreambuf_iterator<char>());
+  BOOST_TEST_REQUIRE(image.size() > 4096u);
+  BOOST_TEST(dev.t.load_module(dev.inst, "cut", image.data(), 4096) ==
+             GPUPLUG_STATUS_INVALID_IMAGE);
+  BOOST_TEST(contains(dev.last_error(), "module cut: malformed clang offload bundle"),
+             dev.last_error());
+  dev.ok(dev.t.load_module(dev.inst, "cast", image.data(), image.size()), "load_module bytes");
+  dev.ok(dev.t.get_function(dev.inst, "cast", "cast_f32_e4m3", &f), "cast_f32_e4m3");
+}
+
+BOOST_AUTO_TEST_CASE(destroy_sweeps_what_was_left_on_the_right_device, *full_fake()) {
+  {
+    Instance leaky(1);
+    leaky.alloc(1 << 20);
+    leaky.alloc(1 << 10);
+  }  // destroy: the SDK sweeps through HipDevice::vendor_free, which must make device 1 current
+  Instance probe_dev(1);
+  std::uint64_t free_bytes = 0, total = 0;
+  probe_dev.ok(probe_dev.t.memory_info(probe_dev.inst, &free_bytes, &total), "memory_info");
+  BOOST_TEST(free_bytes == total);
+}

@@ -1,0 +1,313 @@
+// SPDX-License-Identifier: Apache-2.0
+// The plugin-backed GpuBackend through the C++ API, on the real host plugin: memory, copies,
+// memset, streams, launches (axpy and gemm against a CPU reference), modules and errors.
+#define BOOST_TEST_MODULE backend
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <gpuplug/gpuplug.hpp>
+#include <numeric>
+#include <vector>
+
+#include "test_print.hpp"
+
+namespace fs = std::filesystem;
+using gpuplug::DevicePtr;
+using gpuplug::Error;
+using gpuplug::Status;
+
+namespace gpuplug {
+inline std::ostream& boost_test_print_type(std::ostream& os, const LogLevel& l) {
+  return os << static_cast<int>(l);
+}
+}  // namespace gpuplug
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+template <class F>
+Error error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e;
+  }
+  BOOST_FAIL("expected gpuplug::Error");
+  return Error(Status::success, "", "");
+}
+
+/// The host kernel module file named `module` (whatever extension the host plugin uses).
+fs::path host_module_file(const std::string& module) {
+  const fs::path dir = fs::path(GPUPLUG_TEST_KERNEL_DIR) / "host";
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().stem() == module) return entry.path();
+  }
+  BOOST_FAIL("no host kernel module '" << module << "' in " << dir);
+  return {};
+}
+
+struct Host {
+  Host() {
+    ::unsetenv("GPUPLUG_BACKEND");
+    registry.discover();
+    gpu = registry.create("host");
+  }
+  gpuplug::PluginRegistry registry;
+  std::shared_ptr<gpuplug::GpuBackend> gpu;
+};
+
+std::vector<float> ramp(std::size_t n, float scale, float offset) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = static_cast<float>(static_cast<int>(i % 13) - 6) * scale + offset;
+  return v;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(host_backend, Host)
+
+BOOST_AUTO_TEST_CASE(identity) {
+  BOOST_TEST(gpu->name() == "host:0");
+  BOOST_TEST(gpu->plugin_name() == "host");
+  BOOST_TEST(gpu->ordinal() == 0u);
+  const auto info = gpu->device_info();
+  BOOST_TEST(!info.name.empty());
+  BOOST_TEST(info.total_memory > 0u);
+  const auto mem = gpu->memory_info();
+  BOOST_TEST(mem.total_bytes > 0u);
+  BOOST_TEST(mem.free_bytes <= mem.total_bytes);
+}
+
+BOOST_AUTO_TEST_CASE(alloc_free_and_the_ledger) {
+  BOOST_TEST(gpu->live_alloc_count() == 0u);
+  const DevicePtr a = gpu->alloc(1000, "test_backend a");
+  const DevicePtr b = gpu->alloc(24, "test_backend b");
+  BOOST_TEST(static_cast<bool>(a));
+  BOOST_TEST(a != b);
+  BOOST_TEST(gpu->live_alloc_count() == 2u);
+  BOOST_TEST(gpu->live_bytes() == 1024u);
+  BOOST_TEST(contains(gpu->alloc_report(10), "test_backend a"), gpu->alloc_report(10));
+  const auto stats = gpu->ledger_stats();
+  BOOST_TEST(stats.peak_bytes >= 1024u);
+  gpu->free(a);
+  gpu->free(DevicePtr{});  // null: no-op
+  BOOST_TEST(gpu->live_alloc_count() == 1u);
+  // Double free: an error naming the backend, never a crash.
+  const Error e = error_of([&] { gpu->free(a); });
+  BOOST_TEST(e.status() == Status::invalid_argument);
+  BOOST_TEST(e.backend() == "host:0");
+  BOOST_TEST(std::string(e.what()).starts_with("host:0: free: "), e.what());
+  gpu->free(b);
+  BOOST_TEST(gpu->live_bytes() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(managed_memory) {
+  if (!gpu->device_info().managed_memory) {
+    BOOST_TEST(error_of([&] { gpu->alloc_managed(64); }).status() == Status::unsupported);
+    return;
+  }
+  const DevicePtr m = gpu->alloc_managed(64, "managed");
+  BOOST_TEST(gpu->ledger_stats().live_managed_bytes == 64u);
+  gpu->free(m);
+}
+
+BOOST_AUTO_TEST_CASE(copies_and_memset) {
+  constexpr std::size_t n = 4096;
+  std::vector<std::uint8_t> in(n);
+  std::iota(in.begin(), in.end(), std::uint8_t{0});
+  const DevicePtr a = gpu->alloc(n);
+  const DevicePtr b = gpu->alloc(n);
+  gpu->copy_h2d(a, in.data(), n);
+  gpu->copy_d2d(b, a, n);
+  std::vector<std::uint8_t> out(n);
+  gpu->copy_d2h(out.data(), b, n);
+  BOOST_TEST(out == in);
+
+  gpu->memset(b + 100, 0xAB, 200);
+  gpu->synchronize();
+  gpu->copy_d2h(out.data(), b, n);
+  for (std::size_t i = 0; i < n; ++i) {
+    BOOST_REQUIRE_EQUAL(out[i], (i >= 100 && i < 300) ? 0xAB : in[i]);
+  }
+  // Out of range: an error, not a write past the allocation.
+  BOOST_TEST(error_of([&] { gpu->copy_h2d(a + (n - 10), in.data(), 20); }).backend() == "host:0");
+  gpu->free(a);
+  gpu->free(b);
+}
+
+BOOST_AUTO_TEST_CASE(streams_keep_order) {
+  constexpr std::size_t n = 1 << 16;
+  const auto s = gpu->create_stream();
+  BOOST_TEST(s.value != 0u);
+  std::vector<float> in = ramp(n, 1.0f, 0.5f);
+  std::vector<float> out(n, 0.0f);
+  const DevicePtr a = gpu->alloc(n * sizeof(float));
+  const DevicePtr b = gpu->alloc(n * sizeof(float));
+  // On one stream: h2d, memset of b, d2d a->b, d2h: the result must be a's contents.
+  gpu->copy_h2d_async(a, in.data(), n * sizeof(float), s);
+  gpu->memset(b, 0, n * sizeof(float), s);
+  gpu->copy_d2d_async(b, a, n * sizeof(float), s);
+  gpu->copy_d2h_async(out.data(), b, n * sizeof(float), s);
+  gpu->synchronize(s);
+  BOOST_TEST(out == in);
+  gpu->destroy_stream(s);
+  BOOST_TEST(error_of([&] { gpu->destroy_stream(gpuplug::Stream{}); }).status() ==
+             Status::invalid_argument);
+  gpu->free(a);
+  gpu->free(b);
+}
+
+BOOST_AUTO_TEST_CASE(axpy_matches_the_reference) {
+  constexpr std::uint32_t n = 100000;  // not a multiple of the block
+  const auto x = ramp(n, 0.75f, 0.0f);
+  const auto y = ramp(n, -1.5f, 2.0f);
+  const DevicePtr dx = gpu->alloc(n * sizeof(float));
+  const DevicePtr dy = gpu->alloc(n * sizeof(float));
+  gpu->copy_h2d(dx, x.data(), n * sizeof(float));
+  gpu->copy_h2d(dy, y.data(), n * sizeof(float));
+  const auto k = gpu->op_cache().kernel(*gpu, "axpy", "axpy");
+  BOOST_TEST(gpu->op_cache().kernel(*gpu, "axpy", "axpy") == k);  // memoized
+  gpu->launch_args(k, {(n + 255) / 256, 1, 1}, {256, 1, 1}, 0, {}, n, 3.0f, dx.value, dy.value);
+  gpu->synchronize();
+  std::vector<float> out(n);
+  gpu->copy_d2h(out.data(), dy, n * sizeof(float));
+  for (std::uint32_t i = 0; i < n; ++i) {
+    BOOST_REQUIRE_CLOSE_FRACTION(out[i], 3.0f * x[i] + y[i], 1e-6f);
+  }
+  gpu->free(dx);
+  gpu->free(dy);
+}
+
+BOOST_AUTO_TEST_CASE(gemm_matches_the_reference) {
+  constexpr std::uint32_t M = 37, N = 70, K = 29;  // no dimension a multiple of a tile
+  const auto A = ramp(M * K, 0.25f, 0.1f);
+  const auto B = ramp(K * N, -0.5f, 0.3f);
+  const DevicePtr dA = gpu->alloc(A.size() * sizeof(float));
+  const DevicePtr dB = gpu->alloc(B.size() * sizeof(float));
+  const DevicePtr dC = gpu->alloc(std::size_t{M} * N * sizeof(float));
+  gpu->copy_h2d(dA, A.data(), A.size() * sizeof(float));
+  gpu->copy_h2d(dB, B.data(), B.size() * sizeof(float));
+  const auto k = gpu->op_cache().kernel(*gpu, "gemm", "gemm_f32");
+  const auto n_tile = gpu->op_cache().n_tile(k);
+  BOOST_REQUIRE(n_tile.has_value());  // published by the module as gemm_f32_n_tile
+  BOOST_REQUIRE(*n_tile > 0u);
+  const auto sym = gpu->device_symbol("gemm", "gemm_f32_n_tile");
+  BOOST_REQUIRE(sym.has_value());
+  BOOST_TEST(sym->bytes == 4u);
+  gpu->launch_args(k, {(N + *n_tile - 1) / *n_tile, (M + 15) / 16, 1}, {16, 16, 1}, 0, {}, M, N, K,
+                   dA.value, dB.value, dC.value);
+  gpu->synchronize();
+  std::vector<float> C(std::size_t{M} * N);
+  gpu->copy_d2h(C.data(), dC, C.size() * sizeof(float));
+  for (std::uint32_t r = 0; r < M; ++r) {
+    for (std::uint32_t c = 0; c < N; ++c) {
+      double ref = 0.0;
+      for (std::uint32_t i = 0; i < K; ++i) ref += double(A[r * K + i]) * double(B[i * N + c]);
+      BOOST_TEST_CONTEXT("C[" << r << "][" << c << "]") {
+        BOOST_REQUIRE_SMALL(std::fabs(C[r * N + c] - ref), 1e-4 * (1.0 + std::fabs(ref)));
+      }
+    }
+  }
+  gpu->free(dA);
+  gpu->free(dB);
+  gpu->free(dC);
+}
+
+BOOST_AUTO_TEST_CASE(modules_by_file_and_by_name) {
+  BOOST_TEST(gpu->has_module("axpy"));  // loadable from modules_dir
+  BOOST_TEST(!gpu->has_module("nosuch_module"));
+  gpu->load_module_file("axpy_copy", host_module_file("axpy"));
+  BOOST_TEST(gpu->has_module("axpy_copy"));
+  BOOST_TEST(gpu->kernel("axpy_copy", "axpy").value != 0u);
+  // The name is taken now.
+  BOOST_TEST(error_of([&] {
+               gpu->load_module_file("axpy_copy", host_module_file("axpy"));
+             }).status() == Status::invalid_argument);
+  gpu->unload_module("axpy_copy");
+  BOOST_TEST(!gpu->has_module("axpy_copy"));
+}
+
+BOOST_AUTO_TEST_CASE(load_module_file_names_the_file) {
+  const fs::path missing = "/nonexistent/dir/axpy_missing.so";
+  const Error e = error_of([&] { gpu->load_module_file("axpy_missing", missing); });
+  BOOST_TEST(e.status() == Status::not_found);
+  BOOST_TEST(e.backend() == "host:0");
+  BOOST_TEST(contains(e.what(), missing.string()), e.what());
+  BOOST_TEST(contains(e.what(), "axpy_missing"), e.what());
+  BOOST_TEST(contains(e.what(), "no such file"), e.what());
+
+  const Error dir = error_of([&] { gpu->load_module_file("a_dir", fs::temp_directory_path()); });
+  BOOST_TEST(contains(dir.what(), "is a directory"), dir.what());
+
+  // Bytes that are no module: invalid_image from the plugin, with its message.
+  const fs::path junk =
+      fs::temp_directory_path() / ("gpuplug-junk-" + std::to_string(::getpid()) + ".so");
+  {
+    std::FILE* f = std::fopen(junk.c_str(), "wb");
+    BOOST_REQUIRE(f != nullptr);
+    std::fputs("not an ELF file", f);
+    std::fclose(f);
+  }
+  const Error bad = error_of([&] { gpu->load_module_file("junk", junk); });
+  fs::remove(junk);
+  BOOST_TEST(bad.status() == Status::invalid_image);
+  BOOST_TEST(std::string(bad.what()).starts_with("host:0: load_module: "), bad.what());
+}
+
+BOOST_AUTO_TEST_CASE(unknown_modules_and_functions_are_named) {
+  const Error m = error_of([&] { gpu->kernel("nosuch_module", "f"); });
+  BOOST_TEST(m.status() == Status::not_found);
+  BOOST_TEST(contains(m.what(), "nosuch_module"), m.what());
+  const Error f = error_of([&] { gpu->kernel("axpy", "nosuch_function"); });
+  BOOST_TEST(f.status() == Status::not_found);
+  BOOST_TEST(contains(f.what(), "nosuch_function"), f.what());
+  BOOST_TEST(std::string(f.what()).starts_with("host:0: "), f.what());
+  BOOST_TEST(!gpu->device_symbol("axpy", "nosuch_symbol").has_value());
+  BOOST_TEST(error_of([&] { gpu->device_symbol("nosuch_module", "x"); }).status() ==
+             Status::not_found);
+}
+
+BOOST_AUTO_TEST_CASE(sweep_frees_what_is_left) {
+  gpu->alloc(100, "leak 1");
+  gpu->alloc(200, "leak 2");
+  const auto swept = gpu->sweep_unreleased();
+  BOOST_TEST(swept.live_count == 2u);
+  BOOST_TEST(swept.live_bytes == 300u);
+  BOOST_TEST(gpu->live_alloc_count() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(scratch_is_released_with_the_backend) {
+  // The OpCache's scratch goes back through the ledger when the backend goes.
+  const DevicePtr s = gpu->op_cache().scratch(*gpu, "tmp", 4096);
+  BOOST_TEST(static_cast<bool>(s));
+  BOOST_TEST(gpu->live_alloc_count() == 1u);
+  gpu.reset();  // must not throw or crash
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_CASE(error_text) {
+  const Error e(Status::not_found, "host:0", "kernel gemm::gemm_f16 not found");
+  BOOST_TEST(std::string(e.what()) == "host:0: kernel gemm::gemm_f16 not found");
+  BOOST_TEST(e.message() == "kernel gemm::gemm_f16 not found");
+  BOOST_TEST(std::string(Error(Status::internal, "", "bare").what()) == "bare");
+  BOOST_TEST(gpuplug::to_string(Status::out_of_memory) == "out_of_memory");
+  BOOST_TEST(gpuplug::to_string(static_cast<Status>(99)) == "unknown status 99");
+}
+
+BOOST_AUTO_TEST_CASE(log_levels) {
+  const auto old = gpuplug::log_level();
+  gpuplug::set_log_level(gpuplug::LogLevel::error);
+  BOOST_TEST(gpuplug::log_level() == gpuplug::LogLevel::error);
+  gpuplug::log(gpuplug::LogLevel::info, "test", "not shown");  // below the level: dropped
+  gpuplug::set_log_level(old);
+  BOOST_TEST(gpuplug::parse_log_level("warn").value() == gpuplug::LogLevel::warning);
+  BOOST_TEST(!gpuplug::parse_log_level("loud").has_value());
+}

@@ -1,0 +1,268 @@
+// SPDX-License-Identifier: Apache-2.0
+// The built HIP modules: one offload bundle each, holding an AMDGPU code object per target.
+
+// Two independent readings of every kernels/hip bundle: clang-offload-bundler --list (the
+// bundler of hipcc's clang, when the build found one) and plugins/hip/code_object.hpp, the
+// reader the plugin uses. Both must list every requested target; each code object must be an
+// AMDGPU ELF (EM_AMDGPU) for its processor and XNACK setting, define the module's kernels, and
+// publish the launch metadata (gemm's n_tile and a_e4m3) as 4-byte global objects. The readers'
+// handling of malformed input is checked here too.
+
+#define BOOST_TEST_MODULE test_hip_bundle
+#include <algorithm>
+#include <boost/test/unit_test.hpp>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <optional>
+#include <set>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "code_object.hpp"
+
+namespace hip = gpuplug::hip;
+
+namespace {
+
+std::vector<std::string> split_csv(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+const std::vector<std::string> kTargets = split_csv(GPUPLUG_HIP_TEST_TARGETS);
+const std::vector<std::string> kModules = split_csv(GPUPLUG_HIP_TEST_MODULES);
+
+// The kernels each module must define (sorted, as kernel_names returns them).
+const std::map<std::string, std::vector<std::string>> kKernels = {
+    {"axpy", {"axpy"}},
+    {"gemm", {"gemm_a_e4m3", "gemm_f32"}},
+    {"e4m3", {"cast_e4m3_f32", "cast_f32_e4m3"}},
+    {"activation", {"bias_relu"}},
+};
+
+// The 4-byte metadata each module publishes, with its value.
+const std::map<std::string, std::map<std::string, std::uint32_t>> kPublished = {
+    {"gemm", {{"gemm_f32_n_tile", 64}, {"gemm_a_e4m3_n_tile", 64}, {"gemm_a_e4m3_a_e4m3", 1}}},
+};
+
+std::string bundle_path(const std::string& module) {
+  return std::string(GPUPLUG_TEST_KERNEL_DIR) + "/hip/" + module + ".hsaco";
+}
+
+std::vector<std::byte> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  BOOST_TEST_REQUIRE(in.good(), "cannot open " << path);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::byte> out(bytes.size());
+  std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+
+// `clang-offload-bundler --list --type=o --input=<path>`: one bundle id per line.
+std::vector<std::string> bundler_list(const std::string& path) {
+  const std::string command =
+      std::string("'") + GPUPLUG_HIP_TEST_BUNDLER + "' --list --type=o --input='" + path + "' 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  BOOST_TEST_REQUIRE(pipe != nullptr, "popen " << command);
+  std::string output;
+  char buffer[512];
+  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
+  const int status = pclose(pipe);
+  BOOST_TEST_REQUIRE(status == 0, command << " failed: " << output);
+  std::vector<std::string> lines;
+  std::stringstream in(output);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) lines.push_back(line);
+  return lines;
+}
+
+std::uint64_t le(const std::byte* p, int bytes) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= std::uint64_t(std::to_integer<unsigned>(p[i])) << (8 * i);
+  return v;
+}
+
+// The bytes of a defined symbol, found through its section header (sh_addr, sh_offset): an
+// independent path to the value, beside the plugin's hipModuleGetGlobal.
+std::optional<std::uint32_t> read_u32_symbol(std::span<const std::byte> elf,
+                                             const hip::ElfSymbol& sym) {
+  const std::uint64_t shoff = le(elf.data() + 40, 8);
+  const std::uint64_t shentsize = le(elf.data() + 58, 2);
+  const std::uint64_t shnum = le(elf.data() + 60, 2);
+  if (sym.section == 0 || sym.section >= shnum || sym.size != 4) return std::nullopt;
+  const std::byte* sh = elf.data() + shoff + sym.section * shentsize;
+  const std::uint64_t addr = le(sh + 16, 8);
+  const std::uint64_t offset = le(sh + 24, 8);
+  const std::uint64_t size = le(sh + 32, 8);
+  if (sym.value < addr || sym.value + 4 > addr + size || offset + size > elf.size())
+    return std::nullopt;
+  return static_cast<std::uint32_t>(le(elf.data() + offset + (sym.value - addr), 4));
+}
+
+// EF_AMDGPU_MACH (e_flags & 0xff) of the processors gpuplug builds for, from LLVM's ELF.h.
+const std::map<std::string, unsigned> kMach = {
+    {"gfx90a", 0x3f}, {"gfx940", 0x40}, {"gfx942", 0x4c}, {"gfx1030", 0x36}, {"gfx1100", 0x41}};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(the_build_asked_for_targets_and_modules) {
+  BOOST_TEST_MESSAGE("targets: " << GPUPLUG_HIP_TEST_TARGETS
+                                 << "; modules: " << GPUPLUG_HIP_TEST_MODULES << "; bundler: '"
+                                 << GPUPLUG_HIP_TEST_BUNDLER << "'");
+  BOOST_TEST(!kTargets.empty());
+  BOOST_TEST(kModules.size() == kKernels.size());
+}
+
+BOOST_AUTO_TEST_CASE(clang_offload_bundler_lists_every_target) {
+  if (std::strlen(GPUPLUG_HIP_TEST_BUNDLER) == 0) {
+    BOOST_TEST_MESSAGE("no clang-offload-bundler found at configure time: checked by parsing only");
+    return;
+  }
+  for (const std::string& module : kModules) {
+    const std::vector<std::string> ids = bundler_list(bundle_path(module));
+    BOOST_TEST_MESSAGE(module << ".hsaco: " << ids.size() << " entries");
+    std::set<std::string> listed;
+    for (const std::string& id : ids) listed.insert(std::string(hip::amdgpu_target_of(id)));
+    for (const std::string& target : kTargets) {
+      BOOST_TEST(listed.count(target) == 1u, module << ": bundler does not list " << target);
+      // The exact id hipcc writes today (code object v4 bundles).
+      BOOST_TEST(std::count(ids.begin(), ids.end(), "hipv4-amdgcn-amd-amdhsa--" + target) == 1,
+                 module << ": no hipv4-amdgcn-amd-amdhsa--" << target);
+    }
+    // The plugin's reader sees exactly the entries the bundler sees (which lists them in an
+    // order of its own, not the file's).
+    const std::vector<std::byte> image = read_file(bundle_path(module));
+    const auto entries = hip::parse_offload_bundle(image);
+    BOOST_TEST_REQUIRE(entries.has_value());
+    std::vector<std::string> parsed;
+    for (const hip::BundleEntry& e : *entries) parsed.push_back(e.id);
+    std::vector<std::string> listed_ids = ids;
+    std::sort(parsed.begin(), parsed.end());
+    std::sort(listed_ids.begin(), listed_ids.end());
+    BOOST_TEST(parsed == listed_ids, boost::test_tools::per_element());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(every_code_object_is_amdgpu_elf_with_the_kernels_and_metadata) {
+  for (const std::string& module : kModules) {
+    const std::vector<std::byte> image = read_file(bundle_path(module));
+    BOOST_TEST_REQUIRE(hip::is_offload_bundle(image), module << ".hsaco is not an offload bundle");
+    const auto entries = hip::parse_offload_bundle(image);
+    BOOST_TEST_REQUIRE(entries.has_value(), module << ".hsaco: malformed bundle");
+    for (const std::string& target : kTargets) {
+      BOOST_TEST_CONTEXT(module << ".hsaco, " << target) {
+        const hip::BundleEntry* entry = nullptr;
+        for (const hip::BundleEntry& e : *entries)
+          if (hip::amdgpu_target_of(e.id) == target) entry = &e;
+        BOOST_TEST_REQUIRE(entry != nullptr);
+        BOOST_TEST_REQUIRE(hip::elf_machine(entry->data).value_or(0) == hip::kElfMachineAmdgpu);
+
+        // e_flags: the processor, and the XNACK mode the target id fixes (v4 code objects).
+        const auto flags = static_cast<unsigned>(le(entry->data.data() + 48, 4));
+        const std::string processor = target.substr(0, target.find(':'));
+        if (kMach.count(processor) != 0) BOOST_TEST((flags & 0xffu) == kMach.at(processor));
+        if (target.find("xnack+") != std::string::npos) BOOST_TEST((flags & 0x300u) == 0x300u);
+        if (target.find("xnack-") != std::string::npos) BOOST_TEST((flags & 0x300u) == 0x200u);
+
+        const auto symbols = hip::read_elf_symbols(entry->data);
+        BOOST_TEST_REQUIRE(symbols.has_value());
+        BOOST_TEST(hip::kernel_names(*symbols) == kKernels.at(module),
+                   boost::test_tools::per_element());
+        if (kPublished.count(module) == 0) continue;
+        for (const auto& [name, value] : kPublished.at(module)) {
+          const hip::ElfSymbol* sym = nullptr;
+          for (const hip::ElfSymbol& s : *symbols)
+            if (s.name == name) sym = &s;
+          BOOST_TEST_REQUIRE(sym != nullptr, name << " is not in the symbol table");
+          BOOST_TEST(sym->type == 1u);     // STT_OBJECT
+          BOOST_TEST(sym->binding == 1u);  // STB_GLOBAL: hipModuleGetGlobal can find it
+          BOOST_TEST(sym->size == 4u);
+          BOOST_TEST(read_u32_symbol(entry->data, *sym).value_or(0xFFFFFFFFu) == value, name);
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(select_code_object_picks_the_device_s_target) {
+  const std::vector<std::byte> image = read_file(bundle_path("axpy"));
+  const auto entries = hip::parse_offload_bundle(image);
+  BOOST_TEST_REQUIRE(entries.has_value());
+  auto data_of = [&](std::string_view target) {
+    for (const hip::BundleEntry& e : *entries)
+      if (hip::amdgpu_target_of(e.id) == target) return e.data.data();
+    return static_cast<const std::byte*>(nullptr);
+  };
+  auto selected = [&](std::string_view arch) {
+    return hip::select_code_object(image, arch).data();
+  };
+  if (data_of("gfx90a:xnack-") != nullptr && data_of("gfx90a:xnack+") != nullptr) {
+    BOOST_TEST(selected("gfx90a:sramecc+:xnack-") == data_of("gfx90a:xnack-"));
+    BOOST_TEST(selected("gfx90a:sramecc-:xnack+") == data_of("gfx90a:xnack+"));
+  }
+  if (data_of("gfx1030") != nullptr) BOOST_TEST(selected("gfx1030") == data_of("gfx1030"));
+  // No matching target (or no arch known): the first AMDGPU code object, for listing kernels.
+  BOOST_TEST(selected("gfx803") != nullptr);
+  BOOST_TEST(selected("") != nullptr);
+  // A bare code object is its own selection.
+  const auto first = hip::select_code_object(image, "");
+  BOOST_TEST(hip::select_code_object(first, "gfx1030").data() == first.data());
+}
+
+BOOST_AUTO_TEST_CASE(target_ids_parse_and_match_like_the_runtime) {
+  BOOST_TEST(hip::amdgpu_target_of("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+") == "gfx90a:xnack+");
+  BOOST_TEST(hip::amdgpu_target_of("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-") == "gfx90a:xnack-");
+  BOOST_TEST(hip::amdgpu_target_of("hip-amdgcn-amd-amdhsa-gfx906") == "gfx906");
+  BOOST_TEST(hip::amdgpu_target_of("host-x86_64-unknown-linux") == "");
+
+  BOOST_TEST(hip::target_matches("gfx90a:xnack-", "gfx90a:sramecc+:xnack-"));
+  BOOST_TEST(!hip::target_matches("gfx90a:xnack+", "gfx90a:sramecc+:xnack-"));
+  BOOST_TEST(hip::target_matches("gfx90a", "gfx90a:sramecc+:xnack-"));  // "any" runs on both
+  BOOST_TEST(hip::target_matches("gfx90a:xnack+", "gfx90a"));  // the device does not say: allowed
+  BOOST_TEST(!hip::target_matches("gfx940", "gfx942:sramecc+:xnack-"));
+  BOOST_TEST(!hip::target_matches("gfx1030", "gfx1031"));
+  BOOST_TEST(!hip::target_matches("", "gfx1030"));
+}
+
+BOOST_AUTO_TEST_CASE(malformed_images_are_refused_not_read_past) {
+  const std::vector<std::byte> good = read_file(bundle_path("axpy"));
+  // Every truncation of the header region is refused (entries would lie outside the image).
+  for (std::size_t size : {std::size_t{0}, std::size_t{10}, std::size_t{24}, std::size_t{31},
+                           std::size_t{40}, std::size_t{200}}) {
+    const std::span<const std::byte> cut(good.data(), std::min(size, good.size()));
+    BOOST_TEST(!hip::parse_offload_bundle(cut).has_value(), "truncated to " << size);
+    BOOST_TEST(hip::select_code_object(cut, "gfx1030").empty());
+  }
+  // An absurd entry count is refused before anything is reserved.
+  std::vector<std::byte> bad = good;
+  for (int i = 0; i < 8; ++i) bad[24 + i] = std::byte{0xff};
+  BOOST_TEST(!hip::parse_offload_bundle(bad).has_value());
+  // An entry offset past the end.
+  bad = good;
+  for (int i = 0; i < 8; ++i) bad[32 + i] = std::byte{0x7f};
+  BOOST_TEST(!hip::parse_offload_bundle(bad).has_value());
+
+  // ELF: not ELF, ELF32, and a section table past the end.
+  const auto entries = hip::parse_offload_bundle(good);
+  BOOST_TEST_REQUIRE(entries.has_value());
+  std::vector<std::byte> elf(hip::select_code_object(good, "").begin(),
+                             hip::select_code_object(good, "").end());
+  BOOST_TEST_REQUIRE(hip::read_elf_symbols(elf).has_value());
+  BOOST_TEST(!hip::read_elf_symbols(std::span(good.data(), 16)).has_value());
+  std::vector<std::byte> elf32 = elf;
+  elf32[4] = std::byte{1};
+  BOOST_TEST(!hip::elf_machine(elf32).has_value());
+  BOOST_TEST(!hip::read_elf_symbols(elf32).has_value());
+  std::vector<std::byte> far = elf;
+  for (int i = 0; i < 8; ++i) far[40 + i] = std::byte{0x7f};
+  BOOST_TEST(!hip::read_elf_symbols(far).has_value());
+  BOOST_TEST(!hip::read_elf_symbols(std::span(elf.data(), elf.size() / 2)).has_value());
+}

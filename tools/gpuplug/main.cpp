@@ -1,0 +1,248 @@
+// SPDX-License-Identifier: Apache-2.0
+// The gpuplug tool: lists the plugins the registry finds, with their status and devices.
+#include <array>
+#include <cstdio>
+#include <gpuplug/gpuplug.hpp>
+#include <iostream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "check.hpp"
+
+namespace {
+
+constexpr int exit_usage = 2;
+
+using Args = std::span<const std::string_view>;
+
+// ---- output helpers --------------------------------------------------------------------------
+
+std::string abi_text(std::uint32_t v) {
+  if (v == 0) return "-";
+  return std::to_string(GPUPLUG_VERSION_MAJOR(v)) + "." + std::to_string(GPUPLUG_VERSION_MINOR(v));
+}
+
+std::string bytes_text(std::uint64_t bytes) {
+  constexpr std::array<const char*, 5> units{"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  std::size_t unit = 0;
+  while (value >= 1024.0 && unit + 1 < units.size()) {
+    value /= 1024.0;
+    ++unit;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, unit == 0 ? "%.0f %s" : "%.1f %s", value, units[unit]);
+  return buf;
+}
+
+/// A JSON string literal: quotes, backslashes and control characters escaped (UTF-8 passes).
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+void print_usage(std::ostream& os) {
+  os << "usage: gpuplug <command> [options]\n"
+        "\n"
+        "commands:\n"
+        "  list [--json]   every candidate plugin: path, version, ABI, status, reason, devices\n"
+        "  check [--backend SEL | --plugin FILE]\n"
+        "                  the conformance suite against one backend (see 'gpuplug check --help')\n"
+        "\n"
+        "options:\n"
+        "  --version       print the gpuplug and plugin ABI versions\n"
+        "  --help, -h      print this help\n"
+        "\n"
+        "environment:\n"
+        "  GPUPLUG_PLUGIN_PATH  extra plugin folders or files, colon-separated, searched first\n"
+        "  GPUPLUG_BACKEND      replaces the selector \"auto\" (e.g. \"cuda,host\", \"hip:1!\")\n"
+        "  GPUPLUG_LOG          trace, debug, info, warning (default) or error\n";
+}
+
+int usage_error(const std::string& message) {
+  std::cerr << "gpuplug: " << message << "\n(run 'gpuplug --help' for usage)\n";
+  return exit_usage;
+}
+
+// ---- gpuplug list ----------------------------------------------------------------------------
+
+void list_text(const std::vector<gpuplug::PluginInfo>& plugins) {
+  std::cout << "gpuplug " << gpuplug::version_string << " (plugin ABI "
+            << abi_text(GPUPLUG_ABI_VERSION) << ")\n";
+  std::cout << "search path:\n";
+  for (const auto& p : gpuplug::PluginRegistry::search_path())
+    std::cout << "  " << p.string() << "\n";
+  if (plugins.empty()) {
+    std::cout << "no plugins found\n";
+    return;
+  }
+  std::cout << "\n";
+  for (const auto& p : plugins) {
+    std::cout << "[" << p.name << "] " << gpuplug::to_string(p.state);
+    if (p.reason != gpuplug::PluginReason::none)
+      std::cout << " (" << gpuplug::to_string(p.reason) << ")";
+    std::cout << "\n";
+    std::cout << "  path:    " << p.path.string() << "\n";
+    if (!p.vendor.empty() || !p.version.empty()) {
+      std::cout << "  version: " << (p.version.empty() ? "-" : p.version) << " (vendor "
+                << (p.vendor.empty() ? "-" : p.vendor) << ")\n";
+    }
+    std::cout << "  abi:     " << abi_text(p.abi_version) << "\n";
+    if (!p.message.empty())
+      std::cout << "  " << (p.state == gpuplug::PluginState::available ? "note:    " : "reason:  ")
+                << p.message << "\n";
+    for (const auto& d : p.devices) {
+      std::cout << "  device " << d.ordinal << ": " << d.name << ", " << bytes_text(d.total_memory)
+                << ", " << (d.arch.empty() ? "-" : d.arch) << ", uuid "
+                << (d.uuid.empty() ? "-" : d.uuid) << "\n";
+    }
+    std::cout << "\n";
+  }
+}
+
+void list_json(const std::vector<gpuplug::PluginInfo>& plugins) {
+  std::string out = "{\n";
+  out += "  \"gpuplug_version\": " + json_string(gpuplug::version_string) + ",\n";
+  out += "  \"abi_version\": " + json_string(abi_text(GPUPLUG_ABI_VERSION)) + ",\n";
+  out += "  \"search_path\": [";
+  bool first = true;
+  for (const auto& p : gpuplug::PluginRegistry::search_path()) {
+    out += (first ? "" : ", ") + json_string(p.string());
+    first = false;
+  }
+  out += "],\n  \"plugins\": [";
+  first = true;
+  for (const auto& p : plugins) {
+    out += first ? "\n" : ",\n";
+    first = false;
+    out += "    {\n";
+    out += "      \"name\": " + json_string(p.name) + ",\n";
+    out += "      \"path\": " + json_string(p.path.string()) + ",\n";
+    out += "      \"vendor\": " + json_string(p.vendor) + ",\n";
+    out += "      \"version\": " + json_string(p.version) + ",\n";
+    out += "      \"abi_version\": " +
+           (p.abi_version == 0 ? std::string("null") : json_string(abi_text(p.abi_version))) +
+           ",\n";
+    out += "      \"state\": " + json_string(gpuplug::to_string(p.state)) + ",\n";
+    out += "      \"reason\": " + json_string(gpuplug::to_string(p.reason)) + ",\n";
+    out += "      \"message\": " + json_string(p.message) + ",\n";
+    out += "      \"devices\": [";
+    bool first_device = true;
+    for (const auto& d : p.devices) {
+      out += first_device ? "\n" : ",\n";
+      first_device = false;
+      out += "        {\"ordinal\": " + std::to_string(d.ordinal) +
+             ", \"name\": " + json_string(d.name) + ", \"uuid\": " + json_string(d.uuid) +
+             ", \"arch\": " + json_string(d.arch) +
+             ", \"total_memory\": " + std::to_string(d.total_memory) +
+             ", \"free_memory\": " + std::to_string(d.free_memory) +
+             ", \"compute_units\": " + std::to_string(d.compute_units) +
+             ", \"managed_memory\": " + (d.managed_memory ? "true" : "false") + "}";
+    }
+    out += first_device ? "]\n" : "\n      ]\n";
+    out += "    }";
+  }
+  out += first ? "]\n}\n" : "\n  ]\n}\n";
+  std::cout << out;
+}
+
+int cmd_list(Args args) {
+  bool json = false;
+  for (std::string_view a : args) {
+    if (a == "--json") {
+      json = true;
+    } else if (a == "--help" || a == "-h") {
+      std::cout << "usage: gpuplug list [--json]\n";
+      return 0;
+    } else {
+      return usage_error("list: unknown option '" + std::string(a) + "'");
+    }
+  }
+  gpuplug::PluginRegistry registry;
+  registry.discover();  // never throws for a broken plugin: each entry says why
+  const auto plugins = registry.plugins();
+  if (json) {
+    list_json(plugins);
+  } else {
+    list_text(plugins);
+  }
+  return 0;  // broken plugins are reported, not failures of the tool
+}
+
+// ---- dispatch --------------------------------------------------------------------------------
+
+struct Command {
+  std::string_view name;
+  int (*run)(Args args);
+};
+
+// New commands (e.g. `check`) are one line here.
+constexpr std::array<Command, 2> commands{{
+    {"list", &cmd_list}, {"check", &run_check},  // tools/gpuplug/check.cpp
+}};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string_view> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    print_usage(std::cerr);
+    return exit_usage;
+  }
+  const std::string_view first = args.front();
+  if (first == "--help" || first == "-h" || first == "help") {
+    print_usage(std::cout);
+    return 0;
+  }
+  if (first == "--version") {
+    std::cout << "gpuplug " << gpuplug::version_string << " (plugin ABI "
+              << abi_text(GPUPLUG_ABI_VERSION) << ")\n";
+    return 0;
+  }
+  for (const Command& c : commands) {
+    if (c.name != first) continue;
+    try {
+      return c.run(Args(args).subspan(1));
+    } catch (const std::exception& e) {
+      std::cerr << "gpuplug " << first << ": " << e.what() << "\n";
+      return 1;
+    }
+  }
+  if (first.starts_with("-")) return usage_error("unknown option '" + std::string(first) + "'");
+  return usage_error("unknown command '" + std::string(first) + "'");
+}
