@@ -213,13 +213,13 @@ class UnsyncFlatCache {
  public:
   [[gnu::noinline]] KernelHandle kernel(GpuBackend& gpu, std::string_view module,
                                         std::string_view func) {
-    // As OpCache: func's hash seeded with module's, the stored key is module then func.
-    const std::uint64_t hash = detail::hash_string(func, detail::hash_string(module));
+    // As OpCache: the pair's hash, and the stored key is module then func.
+    const std::uint64_t hash = detail::hash_pair(module, func);
     const auto match = [&](const KernelSlot& s) {
       return s.value.module_len == module.size() &&
              s.key.size() == module.size() + func.size() &&
-             s.key.compare(0, module.size(), module) == 0 &&
-             s.key.compare(module.size(), func.size(), func) == 0;
+             detail::bytes_equal(s.key.data(), module.data(), module.size()) &&
+             detail::bytes_equal(s.key.data() + module.size(), func.data(), func.size());
     };
     if (const KernelSlot* s = kernels_.find(hash, match)) return s->value.handle;
     const KernelHandle h = gpu.kernel(module, func);
@@ -229,7 +229,7 @@ class UnsyncFlatCache {
 
   [[gnu::noinline]] DevicePtr scratch(GpuBackend& gpu, std::string_view tag, std::size_t bytes) {
     const std::uint64_t hash = detail::hash_string(tag);
-    const auto match = [&](const auto& s) { return s.key == tag; };
+    const auto match = [&](const auto& s) { return detail::key_equal(s.key, tag); };
     if (const auto* s = scratch_.find(hash, match); s != nullptr && s->value.bytes >= bytes)
       return s->value.ptr;
     auto* s = scratch_.find_mutable(hash, tag);
@@ -248,7 +248,7 @@ class UnsyncFlatCache {
                                n ^ detail::kHashSecret1);
     }
     const auto match = [&](const GateSlot& s) {
-      return s.value.m == m && s.value.n == n && s.value.k == k && s.key == name;
+      return s.value.m == m && s.value.n == n && s.value.k == k && detail::key_equal(s.key, name);
     };
     if (gates_.find(hash, match) != nullptr) return false;
     gates_.insert(hash, std::string(name), {m, n, k});
@@ -260,7 +260,7 @@ class UnsyncFlatCache {
   [[gnu::noinline]] bool first_n(std::string_view key, std::uint64_t n) {
     if (n == 0) return false;
     const std::uint64_t hash = detail::hash_string(key);
-    const auto match = [&](const auto& s) { return s.key == key; };
+    const auto match = [&](const auto& s) { return detail::key_equal(s.key, key); };
     if (const auto* s = counters_.find(hash, match); s != nullptr && s->value >= n) return false;
     auto* s = counters_.find_mutable(hash, key);
     if (s == nullptr) s = &counters_.insert(hash, std::string(key), 0);
@@ -272,7 +272,9 @@ class UnsyncFlatCache {
   [[gnu::noinline]] std::optional<std::uint32_t> n_tile(KernelHandle h) const {
     const std::uint64_t hash = detail::hash_u64(h.value);
     const auto match = [&](const RecordSlot& s) { return s.value.handle == h.value; };
-    if (const RecordSlot* s = records_.find(hash, match)) return s->value.n_tile;
+    // Returned as OpCache returns it (see detail::unpack_optional_u32).
+    if (const RecordSlot* s = records_.find(hash, match))
+      return detail::unpack_optional_u32((std::uint64_t{1} << 32) | s->value.n_tile);
     return std::nullopt;
   }
 

@@ -1,17 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
-// The core's private string and integer hash (wyhash-style); OpCache's tables and bench/ use it.
+// The core's private string hash (wyhash-style) and key comparison; OpCache's tables and bench/.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string_view>
 
 namespace gpuplug::detail {
 
 // A wyhash-style hash (after Wang Yi's public-domain wyhash, final version 4, with the 48-byte
-// three-lane loop dropped because our keys are short): 8-byte reads and a 64x64->128 multiply
-// fold, so a 10-20 byte key costs a few nanoseconds, with good avalanche. It is not keyed and
+// three-lane loop dropped because our keys are short, and one multiply instead of two for keys
+// of up to 16 bytes): 8-byte reads and a 64x64->128 multiply fold, so a 10-20 byte key costs a
+// few nanoseconds. A weaker mix only costs probes: every table compares the stored full hash and
+// key. It is not keyed and
 // not meant to resist hash flooding; the tables it serves hold the application's own op names.
 
 // The 128-bit product is a GCC/Clang extension on every 64-bit target we build for.
@@ -40,21 +44,27 @@ inline std::uint64_t hash_read32(const unsigned char* p) noexcept {
   return v;
 }
 
-/// Hash of `len` bytes at `data`, chained from `seed` (hash a pair as hash(b, hash(a))).
-inline std::uint64_t hash_bytes(const void* data, std::size_t len,
-                                std::uint64_t seed = kHashSecret3) noexcept {
+/// Hash of `len` bytes at `data`, chained from `seed`. Always inlined: a hit hashes a key or
+/// two, and a call would cost as much as the hash; inlined, a constant seed also folds away.
+[[gnu::always_inline]] inline std::uint64_t hash_bytes(const void* data, std::size_t len,
+                                                      std::uint64_t seed = kHashSecret3) noexcept {
   const auto* p = static_cast<const unsigned char*>(data);
   seed ^= hash_mum(seed ^ kHashSecret0, kHashSecret1);
   std::uint64_t a = 0;
   std::uint64_t b = 0;
   if (len <= 16) {
-    if (len >= 4) {
-      const std::size_t step = (len >> 3) << 2;  // 0 for 4..7 bytes, 4 for 8..16 bytes
-      a = (hash_read32(p) << 32) | hash_read32(p + step);
-      b = (hash_read32(p + len - 4) << 32) | hash_read32(p + len - 4 - step);
+    // Short keys (most op names) take one multiply: two overlapping reads cover every byte, the
+    // length is mixed in, and the 128-bit product folds both words into every output bit.
+    if (len >= 8) {
+      a = hash_read64(p);
+      b = hash_read64(p + len - 8);
+    } else if (len >= 4) {
+      a = hash_read32(p);
+      b = hash_read32(p + len - 4);
     } else if (len > 0) {
       a = (std::uint64_t{p[0]} << 16) | (std::uint64_t{p[len >> 1]} << 8) | p[len - 1];
     }
+    return hash_mum(a ^ kHashSecret1 ^ (std::uint64_t{len} << 56), b ^ seed);
   } else {
     std::size_t left = len;
     while (left > 16) {
@@ -78,6 +88,57 @@ inline std::uint64_t hash_string(std::string_view s, std::uint64_t seed = kHashS
 /// Hash of one 64-bit integer (a KernelHandle's value).
 inline std::uint64_t hash_u64(std::uint64_t x) noexcept {
   return hash_mum(x ^ kHashSecret0, kHashSecret1);
+}
+
+/// Hash of the pair (a, b). The two strings are hashed independently (their multiplies overlap
+/// instead of forming one chain) and then combined; the combination is not symmetric, and each
+/// string's hash mixes in its length, so ("ab", "c") and ("a", "bc") hash apart.
+inline std::uint64_t hash_pair(std::string_view a, std::string_view b) noexcept {
+  return hash_mum(hash_string(a) ^ kHashSecret0, hash_string(b, kHashSecret2) ^ kHashSecret1);
+}
+
+/// a[0, n) == b[0, n), inline for the short keys a cache hit compares (a call to memcmp costs
+/// more than the comparison itself): two overlapping word loads cover 4 to 16 bytes. Longer keys
+/// go to memcmp.
+[[gnu::always_inline]] inline bool bytes_equal(const char* a, const char* b,
+                                               std::size_t n) noexcept {
+  const auto* x = reinterpret_cast<const unsigned char*>(a);
+  const auto* y = reinterpret_cast<const unsigned char*>(b);
+  if (n >= 8) {
+    if (n > 16) return std::memcmp(x, y, n) == 0;
+    return ((hash_read64(x) ^ hash_read64(y)) |
+            (hash_read64(x + n - 8) ^ hash_read64(y + n - 8))) == 0;
+  }
+  if (n >= 4) {
+    return ((hash_read32(x) ^ hash_read32(y)) |
+            (hash_read32(x + n - 4) ^ hash_read32(y + n - 4))) == 0;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (x[i] != y[i]) return false;
+  }
+  return true;
+}
+
+/// The optional a packed word stands for: bit 32 set = present, the low 32 bits = the value
+/// (OpCache's n_tile records). libstdc++ lays std::optional<std::uint32_t> out as the value then
+/// the `engaged` flag in 8 bytes, which is exactly that word, so a bit_cast returns it in a
+/// register. Building the optional the usual way makes GCC assemble it on the stack and reload it
+/// as one wider load that store forwarding cannot serve, a stall of about 10 cycles on a lookup
+/// that otherwise costs about as much. Other libraries take the portable path.
+inline std::optional<std::uint32_t> unpack_optional_u32(std::uint64_t packed) noexcept {
+  constexpr std::uint64_t kPresent = std::uint64_t{1} << 32;
+#if defined(__GLIBCXX__)
+  static_assert(sizeof(std::optional<std::uint32_t>) == sizeof(std::uint64_t));
+  return std::bit_cast<std::optional<std::uint32_t>>(packed & (kPresent | 0xFFFFFFFFu));
+#else
+  if ((packed & kPresent) == 0) return std::nullopt;
+  return static_cast<std::uint32_t>(packed);
+#endif
+}
+
+/// The stored key equals the view.
+inline bool key_equal(std::string_view stored, std::string_view key) noexcept {
+  return stored.size() == key.size() && bytes_equal(stored.data(), key.data(), key.size());
 }
 
 }  // namespace gpuplug::detail

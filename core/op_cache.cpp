@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -169,16 +170,57 @@ class alignas(64) InsertOnlyTable {
 
 // ---- entries. Every field but the atomics is set before publication and never changes.
 
+// A key's bytes, inside the entry when they are short (every op name we have seen), else on the
+// heap. A lookup picks the place from the *caller's* key length, which it knows before the entry
+// is loaded, so the comparison reads the bytes at a fixed offset from the entry: one dependent
+// load fewer than following a std::string's data pointer.
+class StoredKey {
+ public:
+  static constexpr std::size_t kInline = 32;
+
+  /// The concatenation of a and b (b may be empty). May throw std::bad_alloc (long keys).
+  void assign(std::string_view a, std::string_view b = {}) {
+    const std::size_t n = a.size() + b.size();
+    char* d = inline_;
+    if (n > kInline) {
+      heap_ = std::make_unique<char[]>(n);
+      d = heap_.get();
+    }
+    if (!a.empty()) std::memcpy(d, a.data(), a.size());
+    if (!b.empty()) std::memcpy(d + a.size(), b.data(), b.size());
+    size_ = n;
+  }
+
+  std::size_t size() const noexcept { return size_; }
+  std::string_view view() const noexcept {
+    return {size_ <= kInline ? inline_ : heap_.get(), size_};
+  }
+  /// Bytes [offset, offset + part.size()) equal part; the caller has checked size().
+  /// `total` is the caller's full key length (selects the storage without reading size_).
+  bool part_equal(std::size_t total, std::size_t offset, std::string_view part) const noexcept {
+    const char* d = total <= kInline ? inline_ : heap_.get();
+    return detail::bytes_equal(d + offset, part.data(), part.size());
+  }
+  bool equals(std::string_view key) const noexcept {
+    return size_ == key.size() && part_equal(key.size(), 0, key);
+  }
+
+ private:
+  std::size_t size_ = 0;
+  char inline_[kInline];
+  std::unique_ptr<char[]> heap_;  // when size_ > kInline
+};
+
 struct KernelEntry {
   std::uint64_t hash;
-  std::string key;  // module followed by func, not separated: compared with module_len
   std::size_t module_len;
   KernelHandle handle;
+  StoredKey key;  // module followed by func, not separated: compared with module_len
 
   bool matches(std::string_view module, std::string_view func) const noexcept {
-    return module_len == module.size() && key.size() == module.size() + func.size() &&
-           key.compare(0, module_len, module) == 0 &&
-           key.compare(module_len, func.size(), func) == 0;
+    const std::size_t total = module.size() + func.size();
+    return module_len == module.size() && key.size() == total &&
+           key.part_equal(total, 0, module) && key.part_equal(total, module.size(), func);
   }
 };
 
@@ -187,15 +229,16 @@ struct RecordEntry {
   static constexpr std::uint64_t kHasNTile = std::uint64_t{1} << 32;
   std::uint64_t hash;
   std::uint64_t handle;
-  mutable std::atomic<std::uint64_t> n_tile{0};  // kHasNTile | value, or 0 for none: one store
+  // kHasNTile | value, or 0 for none: one store; read as detail::unpack_optional_u32 reads it.
+  mutable std::atomic<std::uint64_t> n_tile{0};
   mutable std::atomic<bool> a_e4m3{false};
 };
 
 // A once/first_shape key. once(key) is (key, 0, 0, 0).
 struct GateEntry {
   std::uint64_t hash;
-  std::string name;
   std::uint64_t m, n, k;
+  StoredKey name;
 };
 
 // A first_n key. `count` is the number of times first_n returned true for it. It changes only
@@ -203,33 +246,67 @@ struct GateEntry {
 // n asked (<= 2^64 - 1) and cannot wrap.
 struct CounterEntry {
   std::uint64_t hash;
-  std::string key;
   mutable std::atomic<std::uint64_t> count{0};
+  StoredKey key;
 };
 
-// One scratch buffer; immutable once published.
+// One scratch buffer.
 struct ScratchRecord {
   DevicePtr ptr;
   std::size_t bytes;
 };
 
+// A tag's live buffer is the pair (ptr, bytes), kept in the entry itself and replaced as a pair
+// by a bigger buffer, under the scratch mutex. Readers get a consistent pair without a lock or a
+// read-modify-write through `version`, a sequence lock: a writer makes it odd, stores the pair,
+// and makes it even again; a reader loads the version, the pair, and the version again, and
+// trusts the pair only when both versions are the same even number. A reader that overlaps a
+// writer does not retry: it takes the miss path, which locks. The replaced buffer moves to
+// Impl::retired_scratch and stays allocated until release().
 struct ScratchEntry {
   std::uint64_t hash;
-  std::string tag;
-  // The live buffer, replaced (release store, under the scratch mutex) by a bigger one; the
-  // replaced record goes to Impl::retired_scratch. Never null once published. Owned.
-  mutable std::atomic<const ScratchRecord*> live{nullptr};
+  mutable std::atomic<std::uint64_t> version{0};
+  mutable std::atomic<std::uint64_t> ptr{0};    // the live buffer's DevicePtr value
+  mutable std::atomic<std::uint64_t> bytes{0};  // its size
+  StoredKey tag;
 
-  ~ScratchEntry() { delete live.load(std::memory_order_relaxed); }
+  /// Lock-free: the live buffer when it has at least `want` bytes and no writer interfered.
+  std::optional<DevicePtr> fits(std::size_t want) const noexcept {
+    // Acquire loads of the pair keep the second version load after them (no fence needed, so
+    // ThreadSanitizer follows it too); on x86-64 all four are plain moves.
+    const std::uint64_t v = version.load(std::memory_order_acquire);
+    const std::uint64_t b = bytes.load(std::memory_order_acquire);
+    const std::uint64_t p = ptr.load(std::memory_order_acquire);
+    if (b < want || (v & 1) != 0 || version.load(std::memory_order_relaxed) != v)
+      return std::nullopt;
+    return DevicePtr{p};
+  }
+  /// Under the scratch mutex (or before publication): the pair, no version check needed.
+  ScratchRecord live() const noexcept {
+    return {DevicePtr{ptr.load(std::memory_order_relaxed)},
+            static_cast<std::size_t>(bytes.load(std::memory_order_relaxed))};
+  }
+  /// Under the scratch mutex: replaces the pair.
+  void replace(DevicePtr p, std::size_t n) const noexcept {
+    // A reader that acquire-loads a new half of the pair also sees the odd version stored
+    // before it (release), so its second version load cannot match its first.
+    const std::uint64_t v = version.load(std::memory_order_relaxed);
+    version.store(v + 1, std::memory_order_relaxed);
+    ptr.store(p.value, std::memory_order_release);
+    bytes.store(n, std::memory_order_release);
+    version.store(v + 2, std::memory_order_release);  // the new pair before the even version
+  }
 };
 
 struct RetiredScratch {
-  const ScratchEntry* entry;    // for the tag in error messages
-  const ScratchRecord* record;  // owned
+  const ScratchEntry* entry;  // for the tag in error messages
+  ScratchRecord record;
 };
 
-std::uint64_t kernel_hash(std::string_view module, std::string_view func) noexcept {
-  return detail::hash_string(func, detail::hash_string(module));
+// The two names are hashed independently and combined (detail::hash_pair): the pair is never
+// concatenated on a hit, and the two hashes' multiplies overlap instead of forming one chain.
+inline std::uint64_t kernel_hash(std::string_view module, std::string_view func) noexcept {
+  return detail::hash_pair(module, func);
 }
 
 // The name's hash, mixed with the shape when there is one. m ^ (k << 32) is injective for
@@ -270,14 +347,9 @@ struct OpCache::Impl {
   std::mutex gates_mutex;
   std::mutex counters_mutex;
   std::atomic<bool> fallback_warned{false};
-  std::vector<RetiredScratch> retired_scratch;  // under scratch_mutex; owns the records
+  std::vector<RetiredScratch> retired_scratch;  // under scratch_mutex
 
-  ~Impl() { drop_retired_scratch(); }
-
-  void drop_retired_scratch() noexcept {
-    for (const RetiredScratch& r : retired_scratch) delete r.record;
-    retired_scratch.clear();
-  }
+  void drop_retired_scratch() noexcept { retired_scratch.clear(); }
 
   const RecordEntry* find_record(KernelHandle h) const noexcept {
     return records.find(detail::hash_u64(h.value),
@@ -301,7 +373,7 @@ struct OpCache::Impl {
   bool first_shape(std::string_view name, std::uint64_t m, std::uint64_t n, std::uint64_t k) {
     const std::uint64_t hash = gate_hash(name, m, n, k);
     const auto match = [&](const GateEntry& e) {
-      return e.m == m && e.n == n && e.k == k && e.name == name;
+      return e.m == m && e.n == n && e.k == k && e.name.equals(name);
     };
     if (gates.find(hash, match) != nullptr) return false;  // hit: seen
     return first_sight(name, m, n, k, hash);
@@ -311,13 +383,13 @@ struct OpCache::Impl {
   [[gnu::noinline]] bool first_sight(std::string_view name, std::uint64_t m, std::uint64_t n,
                                      std::uint64_t k, std::uint64_t hash) {
     const auto match = [&](const GateEntry& e) {
-      return e.m == m && e.n == n && e.k == k && e.name == name;
+      return e.m == m && e.n == n && e.k == k && e.name.equals(name);
     };
     std::lock_guard lock(gates_mutex);
     if (gates.find(hash, match) != nullptr) return false;  // another thread was first
     auto fresh = std::make_unique<GateEntry>();
     fresh->hash = hash;
-    fresh->name = name;
+    fresh->name.assign(name);
     fresh->m = m;
     fresh->n = n;
     fresh->k = k;
@@ -325,6 +397,16 @@ struct OpCache::Impl {
     gates.insert(fresh.release());
     return true;
   }
+
+  // The other misses, out of line (and cold) so that the hit paths stay small leaf code: no
+  // registers to save for the lock, the backend calls and the exception edges of a miss.
+  [[gnu::noinline, gnu::cold]] KernelHandle kernel_miss(OpCache& cache, GpuBackend& gpu,
+                                                        std::string_view module,
+                                                        std::string_view func, std::uint64_t hash);
+  [[gnu::noinline, gnu::cold]] DevicePtr scratch_miss(GpuBackend& gpu, std::string_view tag,
+                                                      std::size_t bytes, std::uint64_t hash);
+  [[gnu::noinline, gnu::cold]] bool first_n_miss(std::string_view key, std::uint64_t n,
+                                                 std::uint64_t hash);
 };
 
 OpCache::OpCache() : impl_(new Impl) {}
@@ -370,11 +452,16 @@ KernelHandle OpCache::kernel(GpuBackend& gpu, std::string_view module, std::stri
   const std::uint64_t hash = kernel_hash(module, func);
   const auto match = [&](const KernelEntry& e) { return e.matches(module, func); };
   if (const KernelEntry* e = impl_->kernels.find(hash, match)) return e->handle;  // hit
+  return impl_->kernel_miss(*this, gpu, module, func, hash);
+}
 
-  // Miss. The mutex is held across the backend calls so that each key is resolved once, even
-  // when many threads miss it together; other keys' misses wait, which only happens at warm-up.
-  std::lock_guard lock(impl_->kernels_mutex);
-  if (const KernelEntry* e = impl_->kernels.find(hash, match)) return e->handle;
+KernelHandle OpCache::Impl::kernel_miss(OpCache& cache, GpuBackend& gpu, std::string_view module,
+                                        std::string_view func, std::uint64_t hash) {
+  // The mutex is held across the backend calls so that each key is resolved once, even when
+  // many threads miss it together; other keys' misses wait, which only happens at warm-up.
+  const auto match = [&](const KernelEntry& e) { return e.matches(module, func); };
+  std::lock_guard lock(kernels_mutex);
+  if (const KernelEntry* e = kernels.find(hash, match)) return e->handle;
   const KernelHandle handle = gpu.kernel(module, func);
   const std::string name(func);
   const std::optional<std::uint32_t> n_tile = read_u32_symbol(gpu, module, name + "_n_tile");
@@ -382,15 +469,14 @@ KernelHandle OpCache::kernel(GpuBackend& gpu, std::string_view module, std::stri
 
   auto entry = std::make_unique<KernelEntry>();
   entry->hash = hash;
-  entry->key.reserve(module.size() + func.size());
-  entry->key.append(module).append(func);
+  entry->key.assign(module, func);
   entry->module_len = module.size();
   entry->handle = handle;
-  impl_->kernels.reserve_one();
+  kernels.reserve_one();
   // Records first, the handle last: whoever sees the handle also finds its records.
-  if (n_tile) record_n_tile(handle, *n_tile);
-  if (a_e4m3 && *a_e4m3 != 0) record_a_e4m3(handle);
-  impl_->kernels.insert(entry.release());
+  if (n_tile) cache.record_n_tile(handle, *n_tile);
+  if (a_e4m3 && *a_e4m3 != 0) cache.record_a_e4m3(handle);
+  kernels.insert(entry.release());
   return handle;
 }
 
@@ -401,9 +487,7 @@ void OpCache::record_n_tile(KernelHandle h, std::uint32_t n) {
 std::optional<std::uint32_t> OpCache::n_tile(KernelHandle h) const noexcept {
   const RecordEntry* e = impl_->find_record(h);
   if (e == nullptr) return std::nullopt;
-  const std::uint64_t v = e->n_tile.load(std::memory_order_acquire);
-  if ((v & RecordEntry::kHasNTile) == 0) return std::nullopt;
-  return static_cast<std::uint32_t>(v);
+  return detail::unpack_optional_u32(e->n_tile.load(std::memory_order_acquire));
 }
 
 void OpCache::record_a_e4m3(KernelHandle h) {
@@ -419,44 +503,46 @@ bool OpCache::a_e4m3(KernelHandle h) const noexcept {
 
 DevicePtr OpCache::scratch(GpuBackend& gpu, std::string_view tag, std::size_t bytes) {
   const std::uint64_t hash = detail::hash_string(tag);
-  const auto match = [&](const ScratchEntry& e) { return e.tag == tag; };
+  const auto match = [&](const ScratchEntry& e) { return e.tag.equals(tag); };
   if (const ScratchEntry* e = impl_->scratch.find(hash, match)) {
-    const ScratchRecord* r = e->live.load(std::memory_order_acquire);
-    if (r->bytes >= bytes) return r->ptr;  // hit
+    if (const std::optional<DevicePtr> p = e->fits(bytes)) return *p;  // hit
   }
+  return impl_->scratch_miss(gpu, tag, bytes, hash);
+}
 
-  // Miss: a new tag or a bigger request. Everything that can throw happens before the device
+DevicePtr OpCache::Impl::scratch_miss(GpuBackend& gpu, std::string_view tag, std::size_t bytes,
+                                      std::uint64_t hash) {
+  // A new tag or a bigger request. Everything that can throw happens before the device
   // allocation, and nothing after it can, so a failure leaves the cache as it was and leaks
   // nothing.
-  Impl& s = *impl_;
+  const auto match = [&](const ScratchEntry& e) { return e.tag.equals(tag); };
+  Impl& s = *this;
   std::lock_guard lock(s.scratch_mutex);
   const ScratchEntry* entry = s.scratch.find(hash, match);
   if (entry != nullptr) {
-    const ScratchRecord* r = entry->live.load(std::memory_order_relaxed);
-    if (r->bytes >= bytes) return r->ptr;  // another thread grew it meanwhile
+    const ScratchRecord r = entry->live();
+    if (r.bytes >= bytes) return r.ptr;  // another thread grew it meanwhile (or a reader raced)
   }
   std::unique_ptr<ScratchEntry> fresh;
   if (entry == nullptr) {
     fresh = std::make_unique<ScratchEntry>();
     fresh->hash = hash;
-    fresh->tag = tag;
+    fresh->tag.assign(tag);
     s.scratch.reserve_one();
   } else {
     s.retired_scratch.reserve(s.retired_scratch.size() + 1);
   }
-  auto record = std::make_unique<ScratchRecord>();
-  record->bytes = bytes;
-  record->ptr = gpu.alloc(bytes, kScratchSite);
-  const DevicePtr ptr = record->ptr;
+  const DevicePtr ptr = gpu.alloc(bytes, kScratchSite);
 
   // Commit; nothing below throws.
   if (fresh) {
-    fresh->live.store(record.release(), std::memory_order_relaxed);  // published with the entry
+    fresh->ptr.store(ptr.value, std::memory_order_relaxed);  // published with the entry
+    fresh->bytes.store(bytes, std::memory_order_relaxed);
     s.scratch.insert(fresh.release());
   } else {
     // The old buffer stays valid for whoever holds it; release() frees it.
-    s.retired_scratch.push_back({entry, entry->live.load(std::memory_order_relaxed)});
-    entry->live.store(record.release(), std::memory_order_release);
+    s.retired_scratch.push_back({entry, entry->live()});
+    entry->replace(ptr, bytes);
   }
   return ptr;
 }
@@ -495,18 +581,22 @@ DevicePtr OpCache::alloc_with_fallback(GpuBackend& gpu, std::size_t bytes) {
 bool OpCache::first_n(std::string_view key, std::uint64_t n) {
   if (n == 0) return false;
   const std::uint64_t hash = detail::hash_string(key);
-  const auto match = [&](const CounterEntry& e) { return e.key == key; };
+  const auto match = [&](const CounterEntry& e) { return e.key.equals(key); };
   const CounterEntry* e = impl_->counters.find(hash, match);
   // Hit: count only grows, so once it reached n it stays >= n.
   if (e != nullptr && e->count.load(std::memory_order_acquire) >= n) return false;
+  return impl_->first_n_miss(key, n, hash);
+}
 
-  Impl& s = *impl_;
+bool OpCache::Impl::first_n_miss(std::string_view key, std::uint64_t n, std::uint64_t hash) {
+  const auto match = [&](const CounterEntry& e) { return e.key.equals(key); };
+  Impl& s = *this;
   std::lock_guard lock(s.counters_mutex);
-  e = s.counters.find(hash, match);
+  const CounterEntry* e = s.counters.find(hash, match);
   if (e == nullptr) {
     auto fresh = std::make_unique<CounterEntry>();
     fresh->hash = hash;
-    fresh->key = key;
+    fresh->key.assign(key);
     s.counters.reserve_one();
     e = fresh.get();
     s.counters.insert(fresh.release());
@@ -541,7 +631,7 @@ void OpCache::release(GpuBackend& gpu) {
   std::vector<std::string> failures;
   std::size_t buffers = 0;
   Status status = Status::success;
-  const auto free_one = [&](const std::string& tag, const ScratchRecord& r, bool retired) {
+  const auto free_one = [&](std::string_view tag, const ScratchRecord& r, bool retired) {
     ++buffers;
     std::string why;
     try {
@@ -557,12 +647,12 @@ void OpCache::release(GpuBackend& gpu) {
       if (status == Status::success) status = Status::internal;
       why = "unknown exception";
     }
-    failures.push_back("scratch '" + tag + "'" + (retired ? " (retired)" : "") + " " +
+    failures.push_back("scratch '" + std::string(tag) + "'" + (retired ? " (retired)" : "") + " " +
                        std::to_string(r.bytes) + " bytes at " + hex(r.ptr.value) + ": " + why);
   };
-  for (const RetiredScratch& r : s.retired_scratch) free_one(r.entry->tag, *r.record, true);
+  for (const RetiredScratch& r : s.retired_scratch) free_one(r.entry->tag.view(), r.record, true);
   s.scratch.for_each([&](const ScratchEntry& e) {
-    free_one(e.tag, *e.live.load(std::memory_order_relaxed), false);
+    free_one(e.tag.view(), e.live(), false);
   });
 
   // Forget everything, failed frees included: a second release must not free twice, and a

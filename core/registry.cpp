@@ -618,7 +618,10 @@ PluginRegistry::~PluginRegistry() = default;
 
 std::vector<fs::path> PluginRegistry::search_path() {
   std::vector<fs::path> path = env_plugin_path();
-  // In the build tree both defaults are the same folder: list it once.
+  // The installed folder is found next to libgpuplug.so, which in the build tree *is* the build
+  // tree's plugin folder. The compiled-in build folder is therefore only a fallback for when the
+  // core cannot locate itself: searching it from an install would list a second "host" whenever
+  // the build tree still exists.
   auto add_default = [&path](const fs::path& dir) {
     const fs::path canonical = canonical_or_self(dir);
     for (const fs::path& p : path) {
@@ -626,8 +629,11 @@ std::vector<fs::path> PluginRegistry::search_path() {
     }
     path.push_back(dir);
   };
-  if (auto dir = core_library_dir()) add_default(*dir / "gpuplug" / "plugins");
-  if (std::string_view(GPUPLUG_BUILD_PLUGIN_DIR).size() != 0) add_default(GPUPLUG_BUILD_PLUGIN_DIR);
+  if (auto dir = core_library_dir()) {
+    add_default(*dir / "gpuplug" / "plugins");
+  } else if (std::string_view(GPUPLUG_BUILD_PLUGIN_DIR).size() != 0) {
+    add_default(GPUPLUG_BUILD_PLUGIN_DIR);
+  }
   return path;
 }
 

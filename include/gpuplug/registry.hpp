@@ -81,8 +81,10 @@ class PluginRegistry {
   PluginRegistry(const PluginRegistry&) = delete;
   PluginRegistry& operator=(const PluginRegistry&) = delete;
 
-  /// The folders and files searched, in order: GPUPLUG_PLUGIN_PATH (colon-separated), the
-  /// installed plugin folder (<prefix>/lib/gpuplug/plugins), the build tree's plugin folder.
+  /// The folders and files searched, in order: GPUPLUG_PLUGIN_PATH (colon-separated), then the
+  /// plugin folder beside libgpuplug.so (<libdir>/gpuplug/plugins: the installed folder from an
+  /// install, the build tree's plugin folder from a build tree). Only when the core cannot locate
+  /// its own file does it fall back to the build tree's folder compiled into it.
   static std::vector<std::filesystem::path> search_path();
 
   /// (Re)scans search_path(): in folders, files named libgpuplug-*.so; files named directly are

@@ -135,13 +135,16 @@ void AllocationLedger::unreserve(std::uint64_t bytes, gpuplug_alloc_kind_t kind)
 }
 
 AllocationLedger::Sites::value_type* AllocationLedger::intern(std::string_view site) {
-  if (auto it = sites_.find(site); it != sites_.end()) return &*it;
+  // Allocations come in runs from one call site: compare with the last one before hashing.
+  if (last_site_ != nullptr && last_site_->first == site) return last_site_;
+  if (auto it = sites_.find(site); it != sites_.end()) return last_site_ = &*it;
   if (sites_.size() >= prune_at_) {
     // Forget the sites no entry points at; grow the threshold so pruning stays amortised O(1).
+    last_site_ = nullptr;
     std::erase_if(sites_, [](const auto& kv) { return kv.second == 0; });
     prune_at_ = std::max<std::size_t>(1024, 2 * sites_.size());
   }
-  return &*sites_.try_emplace(std::string(site), 0).first;
+  return last_site_ = &*sites_.try_emplace(std::string(site), 0).first;
 }
 
 void AllocationLedger::commit(Reservation&& reservation, std::uint64_t ptr, std::string_view site) {
@@ -323,7 +326,7 @@ SweepResult AllocationLedger::sweep(
 }
 
 void AllocationLedger::note_sweep_failure(std::uint64_t ptr,
-                                          std::exception_ptr error) const noexcept {
+                                          const std::exception_ptr& error) const noexcept {
   try {
     std::string why = "unknown exception";
     try {

@@ -211,7 +211,7 @@ class AllocationLedger {
   /// is dropped by the caller once it is done with the site.
   Live remove(std::uint64_t ptr, std::unique_lock<std::shared_mutex>& lock);
   void log(gpuplug_log_level_t level, std::string_view message) const noexcept;
-  void note_sweep_failure(std::uint64_t ptr, std::exception_ptr error) const noexcept;
+  void note_sweep_failure(std::uint64_t ptr, const std::exception_ptr& error) const noexcept;
 
   const std::string owner_;
   const std::optional<std::uint64_t> limit_;
@@ -225,6 +225,7 @@ class AllocationLedger {
   NodePool pool_;
   Entries entries_{Entries::allocator_type(&pool_)};  // ordered: `find` locates interior pointers
   Sites sites_;
+  Sites::value_type* last_site_ = nullptr;  // the last site interned: most calls repeat it
   std::size_t prune_at_ = 1024;
   LedgerCounters counters_;
   std::uint64_t live_device_bytes_ = 0;

@@ -55,8 +55,8 @@ void describe(const DriverApi& api, std::uint32_t ordinal, gpuplug_device_info_t
       attribute(api, device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "compute capability");
   const int minor =
       attribute(api, device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "compute capability");
-  std::snprintf(out.arch, sizeof out.arch, "sm_%d%d", major,
-                minor);  // 9.0 -> sm_90, 12.0 -> sm_120
+  // Compute capability 9.0 -> "sm_90", 12.0 -> "sm_120": nvcc's spelling.
+  std::snprintf(out.arch, sizeof out.arch, "sm_%d%d", major, minor);
   std::size_t total = 0;
   check(api.device_total_mem(&total, device), "cuDeviceTotalMem");
   out.total_memory = total;
@@ -120,7 +120,10 @@ CudaDevice::~CudaDevice() {
   // Leave no dangling current context on this thread once the last retain goes away.
   api_.ctx_set_current(nullptr);
   if (const CUresult r = api_.primary_ctx_release(device_); r != CUDA_SUCCESS) {
-    log(GPUPLUG_LOG_WARNING, describe_error("cuDevicePrimaryCtxRelease", r));
+    try {
+      log(GPUPLUG_LOG_WARNING, describe_error("cuDevicePrimaryCtxRelease", r));
+    } catch (...) {  // a destructor must not throw; the warning is all that is lost
+    }
   }
 }
 

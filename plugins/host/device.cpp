@@ -5,17 +5,31 @@
 #include <sys/sysinfo.h>
 #include <sys/utsname.h>
 
+#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <mutex>
 #include <string>
 
 #include "ledger.hpp"
 
 namespace gpuplug::host {
 namespace {
+
+std::string hex(std::uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
+  return buf;
+}
+
+/// strerror for messages, thread-safe (the GNU strerror_r returns the text).
+std::string errno_text(int err) {
+  char buf[128];
+  return strerror_r(err, buf, sizeof buf);
+}
 
 unsigned threads_option(const sdk::DeviceConfig& config) {
   const auto it = config.options.find("threads");
@@ -91,7 +105,7 @@ std::string machine_arch() {
 void host_memory(std::uint64_t& free_bytes, std::uint64_t& total_bytes) {
   struct sysinfo si {};
   if (sysinfo(&si) != 0)
-    sdk::fail(GPUPLUG_STATUS_DEVICE_ERROR, std::string("sysinfo failed: ") + std::strerror(errno));
+    sdk::fail(GPUPLUG_STATUS_DEVICE_ERROR, std::string("sysinfo failed: ") + errno_text(errno));
   const std::uint64_t unit = si.mem_unit == 0 ? 1 : si.mem_unit;
   total_bytes = static_cast<std::uint64_t>(si.totalram) * unit;
   free_bytes = static_cast<std::uint64_t>(si.freeram) * unit;
@@ -133,35 +147,74 @@ void HostDevice::device_info(gpuplug_device_info_t& out) {
   describe_host(out, executor_.workers());
 }
 
+void HostDevice::check_device_range(const char* op, std::uint64_t ptr, std::uint64_t bytes,
+                                    bool write) {
+  if (ledger().find(ptr)) return;  // a live allocation: the SDK checked the range against it
+  {
+    std::shared_lock lock(segments_mutex_);
+    for (const Segment& s : segments_) {
+      if (ptr < s.begin || ptr >= s.end) continue;
+      if (bytes > s.end - ptr) break;  // runs off the end of the segment
+      if (write && !s.writable)
+        sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+                  std::string(op) + ": " + hex(ptr) + " is read-only module memory");
+      return;
+    }
+  }
+  sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+            std::string(op) + ": " + hex(ptr) + " + " + std::to_string(bytes) +
+                " bytes is not memory of this device (no live allocation or loaded module covers "
+                "it; freed already?)");
+}
+
+void HostDevice::add_segments(std::vector<Segment> segments) {
+  std::unique_lock lock(segments_mutex_);
+  segments_.insert(segments_.end(), segments.begin(), segments.end());
+}
+
+void HostDevice::remove_segments(std::uintptr_t module) noexcept {
+  std::unique_lock lock(segments_mutex_);
+  std::erase_if(segments_, [module](const Segment& s) { return s.module == module; });
+}
+
 void HostDevice::copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) {
+  check_device_range("copy_h2d", dst, bytes, true);
   executor_.copy(0, as_ptr(dst), src, as_size(bytes));
 }
 
 void HostDevice::copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) {
+  check_device_range("copy_d2h", src, bytes, false);
   executor_.copy(0, dst, as_ptr(src), as_size(bytes));
 }
 
 void HostDevice::copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) {
+  check_device_range("copy_d2d", dst, bytes, true);
+  check_device_range("copy_d2d", src, bytes, false);
   executor_.copy(0, as_ptr(dst), as_ptr(src), as_size(bytes));
 }
 
 void HostDevice::copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
                                 std::uint64_t stream) {
+  check_device_range("copy_h2d_async", dst, bytes, true);
   executor_.copy(stream, as_ptr(dst), src, as_size(bytes));
 }
 
 void HostDevice::copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
                                 std::uint64_t stream) {
+  check_device_range("copy_d2h_async", src, bytes, false);
   executor_.copy(stream, dst, as_ptr(src), as_size(bytes));
 }
 
 void HostDevice::copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
                                 std::uint64_t stream) {
+  check_device_range("copy_d2d_async", dst, bytes, true);
+  check_device_range("copy_d2d_async", src, bytes, false);
   executor_.copy(stream, as_ptr(dst), as_ptr(src), as_size(bytes));
 }
 
 void HostDevice::memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
                            std::uint64_t stream) {
+  check_device_range("memset_d8", dst, bytes, true);
   executor_.fill(stream, as_ptr(dst), value, as_size(bytes));
 }
 
@@ -180,6 +233,9 @@ void HostDevice::launch(std::uint64_t function, gpuplug_dim3_t grid, gpuplug_dim
               "launch: empty grid (" + std::to_string(grid.x) + ", " + std::to_string(grid.y) +
                   ", " + std::to_string(grid.z) + ") or block (" + std::to_string(block.x) + ", " +
                   std::to_string(block.y) + ", " + std::to_string(block.z) + ")");
+  const std::uint64_t xy = static_cast<std::uint64_t>(grid.x) * grid.y;
+  if (xy > std::numeric_limits<std::uint64_t>::max() / grid.z)
+    sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT, "launch: the grid has more than 2^64 blocks");
   const auto kernel =
       reinterpret_cast<gpuplug_host_kernel_fn>(static_cast<std::uintptr_t>(function));
   executor_.launch(stream, kernel, grid, block, shared_bytes, params);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -81,7 +82,23 @@ class HostDevice final : public sdk::Device {
               std::uint32_t shared_bytes, std::uint64_t stream, void** params) override;
 
  private:
-  Executor executor_;
+  /// A loaded module's mapped segment: module globals live here, so copies may name them.
+  struct Segment {
+    std::uint64_t begin, end;  // [begin, end)
+    bool writable;             // PF_W and outside PT_GNU_RELRO
+    std::uintptr_t module;     // the HostModule it belongs to
+  };
+  /// Throws Failure(INVALID_ARGUMENT) naming `op` unless [ptr, ptr + bytes) is memory of this
+  /// device: a live allocation (whose bounds the SDK has already checked) or a segment of a
+  /// loaded module, a writable one when `write`. A CPU would fault on anything else where a
+  /// GPU driver refuses it, so the host backend refuses it too.
+  void check_device_range(const char* op, std::uint64_t ptr, std::uint64_t bytes, bool write);
+  void add_segments(std::vector<Segment> segments);
+  void remove_segments(std::uintptr_t module) noexcept;
+
+  mutable std::shared_mutex segments_mutex_;
+  std::vector<Segment> segments_;  // guarded by segments_mutex_
+  Executor executor_;              // last: destroyed first, after shutdown() in ~HostDevice
 };
 
 // Facts about this machine, shared by probe/describe (plugin.cpp) and device_info.

@@ -42,6 +42,12 @@ HostModule& as_module(sdk::VendorModule m) {
   return *reinterpret_cast<HostModule*>(static_cast<std::uintptr_t>(m));
 }
 
+/// strerror for messages, thread-safe (the GNU strerror_r returns the text).
+std::string errno_text(int err) {
+  char buf[128];
+  return strerror_r(err, buf, sizeof buf);
+}
+
 [[noreturn]] void invalid(std::string_view module, const std::string& why) {
   sdk::fail(GPUPLUG_STATUS_INVALID_IMAGE, "module " + std::string(module) + ": " + why);
 }
@@ -77,6 +83,25 @@ std::string check_segments(std::span<const std::byte> image) {
              std::to_string(image.size()) + " bytes; truncated?)";
   }
   return "";
+}
+
+/// The loadable segments of an image loaded at `base`, read-only where PT_GNU_RELRO covers them
+/// (those come first, so a lookup that takes the first match sees them as read-only).
+template <class Segment>
+std::vector<Segment> image_segments(std::span<const std::byte> image, std::uint64_t base,
+                                    std::uintptr_t module) {
+  std::vector<Segment> relro, loads;
+  const auto eh = read_at<Elf64_Ehdr>(image, 0);
+  for (std::uint16_t i = 0; i < eh.e_phnum; ++i) {
+    const auto ph = read_at<Elf64_Phdr>(image, eh.e_phoff + std::uint64_t{i} * sizeof(Elf64_Phdr));
+    const Segment s{base + ph.p_vaddr, base + ph.p_vaddr + ph.p_memsz, (ph.p_flags & PF_W) != 0,
+                    module};
+    if (ph.p_type == PT_LOAD && ph.p_memsz != 0) loads.push_back(s);
+    if (ph.p_type == PT_GNU_RELRO && ph.p_memsz != 0)
+      relro.push_back({s.begin, s.end, false, module});
+  }
+  relro.insert(relro.end(), loads.begin(), loads.end());
+  return relro;
 }
 
 /// Names of the defined global functions in the image's .dynsym, sorted. Empty when the image
@@ -126,7 +151,7 @@ void write_all(int fd, std::span<const std::byte> image, std::string_view module
       sdk::fail(err == ENOSPC || err == ENOMEM ? GPUPLUG_STATUS_OUT_OF_MEMORY
                                                : GPUPLUG_STATUS_DEVICE_ERROR,
                 "module " + std::string(module) +
-                    ": writing the image to a memfd failed: " + std::strerror(err));
+                    ": writing the image to a memfd failed: " + errno_text(err));
     }
     done += static_cast<std::size_t>(n);
   }
@@ -139,7 +164,7 @@ std::string fd_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
 /// address and fills `sym` with its dynamic symbol entry.
 void* own_symbol(const HostModule& m, const std::string& name, const Elf64_Sym*& sym) {
   sym = nullptr;
-  dlerror();
+  dlerror();  // NOLINT(concurrency-mt-unsafe): glibc keeps dlerror state per thread
   void* address = dlsym(m.handle, name.c_str());
   if (address == nullptr) return nullptr;
   Dl_info info{};
@@ -163,12 +188,12 @@ sdk::VendorModule HostDevice::vendor_load_module(std::string_view name,
       invalid(name, "not a valid ELF shared object: " + why);
     m->functions = list_dynsym_functions(image);
   }
-  const std::string memfd_name = "gpuplug:" + m->name;
+  const std::string memfd_name = "gpuplug:" + m->name.substr(0, 200);  // memfd names: < 250
   m->fd = memfd_create(memfd_name.c_str(), MFD_CLOEXEC);
   if (m->fd < 0)
     sdk::fail(errno == ENOMEM || errno == EMFILE || errno == ENFILE ? GPUPLUG_STATUS_OUT_OF_MEMORY
                                                                     : GPUPLUG_STATUS_DEVICE_ERROR,
-              "module " + m->name + ": memfd_create failed: " + std::strerror(errno));
+              "module " + m->name + ": memfd_create failed: " + errno_text(errno));
   std::vector<int> spare_fds;  // closed on every path out
   const auto cleanup = [&](bool keep_module_fd) noexcept {
     for (int fd : spare_fds) ::close(fd);
@@ -187,18 +212,25 @@ sdk::VendorModule HostDevice::vendor_load_module(std::string_view name,
       const int other = ::dup(m->fd);
       if (other < 0)
         sdk::fail(GPUPLUG_STATUS_DEVICE_ERROR,
-                  "module " + m->name + ": dup failed: " + std::strerror(errno));
+                  "module " + m->name + ": dup failed: " + errno_text(errno));
       spare_fds.push_back(m->fd);
       m->fd = other;
     }
-    dlerror();
+    dlerror();  // NOLINT(concurrency-mt-unsafe): per thread in glibc
     m->handle = dlopen(m->path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (m->handle == nullptr) {
-      const char* why = dlerror();
+      const char* why = dlerror();  // NOLINT(concurrency-mt-unsafe)
       invalid(name, std::string("not a valid ELF shared object (") + std::to_string(image.size()) +
                         " bytes): " + (why != nullptr ? why : "dlopen failed"));
     }
+    // Record where the module's globals live, so that copies may name them (see
+    // check_device_range). dlopen succeeded, so the image is ELF and its headers were checked.
+    link_map* map = nullptr;
+    if (dlinfo(m->handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr)
+      add_segments(
+          image_segments<Segment>(image, map->l_addr, reinterpret_cast<std::uintptr_t>(m.get())));
   } catch (...) {
+    if (m->handle != nullptr) dlclose(m->handle);
     cleanup(false);
     throw;
   }
@@ -208,10 +240,14 @@ sdk::VendorModule HostDevice::vendor_load_module(std::string_view name,
 
 void HostDevice::vendor_unload_module(sdk::VendorModule module) noexcept {
   HostModule* m = &as_module(module);
+  remove_segments(reinterpret_cast<std::uintptr_t>(m));
   if (m->handle != nullptr && dlclose(m->handle) != 0) {
-    const char* why = dlerror();
-    log(GPUPLUG_LOG_WARNING,
-        "module " + m->name + ": dlclose failed: " + (why != nullptr ? why : "unknown error"));
+    const char* why = dlerror();  // NOLINT(concurrency-mt-unsafe)
+    try {
+      log(GPUPLUG_LOG_WARNING,
+          "module " + m->name + ": dlclose failed: " + (why != nullptr ? why : "unknown error"));
+    } catch (...) {  // no memory for the message
+    }
   }
   if (m->fd >= 0) ::close(m->fd);
   delete m;

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <source_location>
 #include <span>
 #include <sstream>
@@ -240,6 +241,7 @@ enum class Outcome {
 };
 
 std::string_view to_string(Outcome o) noexcept;
+inline std::ostream& operator<<(std::ostream& os, Outcome o) { return os << to_string(o); }
 
 struct Result {
   Outcome outcome = Outcome::passed;

@@ -16,6 +16,7 @@
 // cubin's ELF header (EM_CUDA = 190, the SM in e_flags) and each PTX text can be checked too.
 
 #define BOOST_TEST_MODULE test_cuda_fatbin
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cstdint>
 #include <cstring>
@@ -96,11 +97,13 @@ std::vector<Entry> parse_fatbin(const std::string& bytes) {
   return entries;
 }
 
-std::set<std::uint32_t> configured_archs() {
-  std::set<std::uint32_t> archs;
+// GPUPLUG_CUDA_ARCHS in its order: SASS for each, PTX for the last (kernels/cuda/CMakeLists.txt).
+std::vector<std::uint32_t> configured_archs() {
+  std::vector<std::uint32_t> archs;
   std::stringstream list(GPUPLUG_TEST_CUDA_ARCHS);
-  for (std::string item; std::getline(list, item, ',');)
-    archs.insert(static_cast<std::uint32_t>(std::stoul(item)));
+  for (std::string item; std::getline(list, item, ',');) {
+    archs.push_back(static_cast<std::uint32_t>(std::stoul(item)));
+  }
   return archs;
 }
 
@@ -140,14 +143,15 @@ BOOST_AUTO_TEST_CASE(default_archs_are_sm80_and_sm90_with_compute90_ptx) {
   // The requirement, as configured by default (GPUPLUG_CUDA_ARCHS="80;90").
   BOOST_TEST_MESSAGE("GPUPLUG_CUDA_ARCHS = " << GPUPLUG_TEST_CUDA_ARCHS);
   const auto archs = configured_archs();
-  BOOST_TEST(archs.contains(80u));
-  BOOST_TEST(archs.contains(90u));
-  BOOST_TEST(*archs.rbegin() >= 90u);  // the PTX is for the highest listed arch
+  BOOST_TEST((std::find(archs.begin(), archs.end(), 80u) != archs.end()));
+  BOOST_TEST((std::find(archs.begin(), archs.end(), 90u) != archs.end()));
+  BOOST_TEST(archs.back() >= 90u);  // the PTX, for the last arch, serves GPUs newer than sm_90
 }
 
 BOOST_AUTO_TEST_CASE(every_module_has_sass_per_arch_and_ptx_for_the_newest) {
-  const auto archs = configured_archs();
-  const std::uint32_t ptx_arch = *archs.rbegin();
+  const auto configured = configured_archs();
+  const std::set<std::uint32_t> archs(configured.begin(), configured.end());
+  const std::uint32_t ptx_arch = configured.back();
   for (const Module& m : modules()) {
     BOOST_TEST_CONTEXT("module " << m.name) {
       const auto entries =

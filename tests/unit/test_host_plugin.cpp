@@ -64,7 +64,7 @@ struct GlobalFixture {
   ~GlobalFixture() { LoadedPlugin::instance = nullptr; }
 };
 
-const gpuplug_plugin_v1& T() { return *LoadedPlugin::instance->table; }
+const gpuplug_plugin_v1& api() { return *LoadedPlugin::instance->table; }
 
 /// Collects what the plugin logs through the host services.
 struct LogCapture {
@@ -94,8 +94,8 @@ gpuplug_status_t try_create(const OptionList& options, gpuplug_instance_t* inst,
   std::vector<gpuplug_option_t> raw;
   for (const auto& [k, v] : options) raw.push_back({k.c_str(), v.c_str()});
   char buf[1024] = "unset";
-  const gpuplug_status_t s = T().create(ordinal, raw.data(), static_cast<std::uint32_t>(raw.size()),
-                                        services, inst, buf, sizeof buf);
+  const gpuplug_status_t s = api().create(
+      ordinal, raw.data(), static_cast<std::uint32_t>(raw.size()), services, inst, buf, sizeof buf);
   if (error != nullptr) *error = buf;
   return s;
 }
@@ -112,14 +112,14 @@ struct Instance {
     BOOST_REQUIRE(inst != nullptr);
   }
   ~Instance() {
-    if (inst != nullptr) T().destroy(inst);
+    if (inst != nullptr) api().destroy(inst);
   }
   Instance(const Instance&) = delete;
   Instance& operator=(const Instance&) = delete;
 
   std::string error() const {
     char buf[2048];
-    T().last_error(inst, buf, sizeof buf);
+    api().last_error(inst, buf, sizeof buf);
     return buf;
   }
   void ok(gpuplug_status_t s, const char* what) const {
@@ -136,44 +136,44 @@ struct Instance {
 
   std::uint64_t alloc(std::uint64_t bytes, const char* site = "test") const {
     std::uint64_t p = 0;
-    ok(T().alloc(inst, bytes, site, &p), "alloc");
+    ok(api().alloc(inst, bytes, site, &p), "alloc");
     return p;
   }
   std::uint64_t alloc_managed(std::uint64_t bytes, const char* site = "test") const {
     std::uint64_t p = 0;
-    ok(T().alloc_managed(inst, bytes, site, &p), "alloc_managed");
+    ok(api().alloc_managed(inst, bytes, site, &p), "alloc_managed");
     return p;
   }
-  void free(std::uint64_t p) const { ok(T().free(inst, p), "free"); }
+  void free(std::uint64_t p) const { ok(api().free(inst, p), "free"); }
   std::uint64_t stream() const {
     std::uint64_t s = 0;
-    ok(T().stream_create(inst, &s), "stream_create");
+    ok(api().stream_create(inst, &s), "stream_create");
     return s;
   }
   std::uint64_t function(const char* module, const char* func) const {
     std::uint64_t f = 0;
-    ok(T().get_function(inst, module, func, &f), "get_function");
+    ok(api().get_function(inst, module, func, &f), "get_function");
     return f;
   }
   std::pair<std::uint64_t, std::uint64_t> global(const char* module, const char* symbol) const {
     std::uint64_t address = 0, size = 0;
-    ok(T().get_global(inst, module, symbol, &address, &size), "get_global");
+    ok(api().get_global(inst, module, symbol, &address, &size), "get_global");
     return {address, size};
   }
   gpuplug_ledger_stats_t stats() const {
     gpuplug_ledger_stats_t st{};
     st.struct_size = sizeof st;
-    ok(T().ledger_stats(inst, &st), "ledger_stats");
+    ok(api().ledger_stats(inst, &st), "ledger_stats");
     return st;
   }
   template <class V>
   void upload(std::uint64_t dst, const std::vector<V>& v) const {
-    ok(T().copy_h2d(inst, dst, v.data(), v.size() * sizeof(V)), "copy_h2d");
+    ok(api().copy_h2d(inst, dst, v.data(), v.size() * sizeof(V)), "copy_h2d");
   }
   template <class V>
   std::vector<V> download(std::uint64_t src, std::size_t n) const {
     std::vector<V> v(n);
-    ok(T().copy_d2h(inst, v.data(), src, n * sizeof(V)), "copy_d2h");
+    ok(api().copy_d2h(inst, v.data(), src, n * sizeof(V)), "copy_d2h");
     return v;
   }
 };
@@ -210,7 +210,7 @@ bool contains(const std::string& haystack, const std::string& needle) {
 gpuplug_status_t launch_axpy(const Instance& d, std::uint64_t f, std::uint32_t n, float a,
                              std::uint64_t x, std::uint64_t y, std::uint64_t stream) {
   void* params[] = {&n, &a, &x, &y};
-  return T().launch(d.inst, f, dim(ceil_div(n, 256)), dim(256), 0, stream, params);
+  return api().launch(d.inst, f, dim(ceil_div(n, 256)), dim(256), 0, stream, params);
 }
 
 /// C = A * B on the device with `func` from module gemm, using the published n_tile.
@@ -222,18 +222,19 @@ std::vector<float> device_gemm(const Instance& d, const char* func, std::uint32_
   const auto [tile_address, tile_size] = d.global("gemm", tile_symbol.c_str());
   BOOST_REQUIRE(tile_size == 4u);
   std::uint32_t n_tile = 0;
-  d.ok(T().copy_d2h(d.inst, &n_tile, tile_address, 4), "copy_d2h n_tile");
+  d.ok(api().copy_d2h(d.inst, &n_tile, tile_address, 4), "copy_d2h n_tile");
   BOOST_REQUIRE(n_tile > 0u);
 
   std::uint64_t a = d.alloc(A.size() * 4), b = d.alloc(B.size() * 4),
                 c = d.alloc(std::uint64_t{M} * N * 4);
   d.upload(a, A);
   d.upload(b, B);
-  d.ok(T().memset_d8(d.inst, c, 0xFF, std::uint64_t{M} * N * 4, 0),
+  d.ok(api().memset_d8(d.inst, c, 0xFF, std::uint64_t{M} * N * 4, 0),
        "memset");  // NaN everywhere first
   void* params[] = {&M, &N, &K, &a, &b, &c};
-  d.ok(T().launch(d.inst, f, dim(ceil_div(N, n_tile), ceil_div(M, 16)), dim(16, 16), 0, 0, params),
-       "launch gemm");
+  d.ok(
+      api().launch(d.inst, f, dim(ceil_div(N, n_tile), ceil_div(M, 16)), dim(16, 16), 0, 0, params),
+      "launch gemm");
   std::vector<float> C = d.download<float>(c, std::size_t{M} * N);
   d.free(a);
   d.free(b);
@@ -274,13 +275,13 @@ BOOST_TEST_GLOBAL_FIXTURE(GlobalFixture);
 // ---- identity, probe, create -----------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(identity_and_negotiated_version) {
-  BOOST_TEST(T().struct_size >= GPUPLUG_PLUGIN_V1_MIN_SIZE);
-  BOOST_TEST(GPUPLUG_VERSION_MAJOR(T().abi_version) == 1u);
-  BOOST_TEST(std::string(T().name) == "host");
-  BOOST_TEST(std::string(T().vendor) == "gpuplug");
-  BOOST_TEST(std::string(T().version).size() > 0u);
+  BOOST_TEST(api().struct_size >= GPUPLUG_PLUGIN_V1_MIN_SIZE);
+  BOOST_TEST(GPUPLUG_VERSION_MAJOR(api().abi_version) == 1u);
+  BOOST_TEST(std::string(api().name) == "host");
+  BOOST_TEST(std::string(api().vendor) == "gpuplug");
+  BOOST_TEST(std::string(api().version).size() > 0u);
   // Every slot is filled, optional ones included.
-  const void* const* slots = reinterpret_cast<const void* const*>(&T().probe);
+  const void* const* slots = reinterpret_cast<const void* const*>(&api().probe);
   const std::size_t count =
       (sizeof(gpuplug_plugin_v1) - offsetof(gpuplug_plugin_v1, probe)) / sizeof(void*);
   for (std::size_t i = 0; i < count; ++i) BOOST_TEST(slots[i] != nullptr, "slot " << i);
@@ -289,13 +290,13 @@ BOOST_AUTO_TEST_CASE(identity_and_negotiated_version) {
 BOOST_AUTO_TEST_CASE(probe_and_describe) {
   gpuplug_probe_result_t probe{};
   probe.struct_size = sizeof probe;
-  BOOST_REQUIRE(T().probe(&probe) == GPUPLUG_STATUS_SUCCESS);
+  BOOST_REQUIRE(api().probe(&probe) == GPUPLUG_STATUS_SUCCESS);
   BOOST_TEST(probe.reason == GPUPLUG_PROBE_AVAILABLE);
   BOOST_TEST(probe.device_count == 1u);
 
   gpuplug_device_info_t info{};
   info.struct_size = sizeof info;
-  BOOST_REQUIRE(T().describe_device(0, &info) == GPUPLUG_STATUS_SUCCESS);
+  BOOST_REQUIRE(api().describe_device(0, &info) == GPUPLUG_STATUS_SUCCESS);
   utsname u{};
   uname(&u);
   BOOST_TEST(std::string(info.arch) == u.machine);
@@ -305,7 +306,7 @@ BOOST_AUTO_TEST_CASE(probe_and_describe) {
   BOOST_TEST(info.free_memory <= info.total_memory);
   BOOST_TEST(info.compute_units >= 1u);
   BOOST_TEST(info.managed_memory == 1u);
-  BOOST_TEST(T().describe_device(1, &info) == GPUPLUG_STATUS_UNAVAILABLE);
+  BOOST_TEST(api().describe_device(1, &info) == GPUPLUG_STATUS_UNAVAILABLE);
 
   gpuplug_instance_t inst = nullptr;
   std::string error;
@@ -318,15 +319,15 @@ BOOST_AUTO_TEST_CASE(instance_device_and_memory_info) {
   Instance d(OptionList{{"threads", "3"}});
   gpuplug_device_info_t info{};
   info.struct_size = sizeof info;
-  d.ok(T().device_info(d.inst, &info), "device_info");
+  d.ok(api().device_info(d.inst, &info), "device_info");
   BOOST_TEST(info.compute_units == 3u);
   BOOST_TEST(info.ordinal == 0u);
   std::uint64_t free_bytes = 0, total = 0;
-  d.ok(T().memory_info(d.inst, &free_bytes, &total), "memory_info");
+  d.ok(api().memory_info(d.inst, &free_bytes, &total), "memory_info");
   BOOST_TEST(total > 0u);
   BOOST_TEST(free_bytes <= total);
   info.struct_size = 4;  // too small for v1
-  d.expect(T().device_info(d.inst, &info), GPUPLUG_STATUS_INVALID_ARGUMENT, "device_info small");
+  d.expect(api().device_info(d.inst, &info), GPUPLUG_STATUS_INVALID_ARGUMENT, "device_info small");
 }
 
 BOOST_AUTO_TEST_CASE(unknown_and_malformed_options_are_rejected) {
@@ -365,12 +366,12 @@ BOOST_AUTO_TEST_CASE(alloc_free_and_ledger) {
   BOOST_TEST(st.total_allocs == 2u);
 
   char report[1024];
-  const std::size_t length = T().ledger_report(d.inst, 5, report, sizeof report);
+  const std::size_t length = api().ledger_report(d.inst, 5, report, sizeof report);
   BOOST_TEST(length == std::strlen(report));
   BOOST_TEST(contains(report, "host:0: 2 live allocations, 1024 bytes"), report);
   BOOST_TEST(contains(report, "1000 bytes in 1 allocation: weights"), report);
   char tiny[8];
-  BOOST_TEST(T().ledger_report(d.inst, 5, tiny, sizeof tiny) ==
+  BOOST_TEST(api().ledger_report(d.inst, 5, tiny, sizeof tiny) ==
              length);  // full length, truncated copy
   BOOST_TEST(std::strlen(tiny) == 7u);
 
@@ -378,7 +379,7 @@ BOOST_AUTO_TEST_CASE(alloc_free_and_ledger) {
   std::memset(reinterpret_cast<void*>(a), 1, 1000);
   d.free(a);
   d.free(m);
-  d.ok(T().free(d.inst, 0), "free(0)");
+  d.ok(api().free(d.inst, 0), "free(0)");
   st = d.stats();
   BOOST_TEST(st.live_count == 0u);
   BOOST_TEST(st.total_frees == 2u);
@@ -388,14 +389,14 @@ BOOST_AUTO_TEST_CASE(alloc_free_and_ledger) {
 BOOST_AUTO_TEST_CASE(free_of_unknown_pointer_and_double_free) {
   Instance d;
   std::uint64_t local = 0;
-  const std::string unknown = d.expect(T().free(d.inst, reinterpret_cast<std::uintptr_t>(&local)),
+  const std::string unknown = d.expect(api().free(d.inst, reinterpret_cast<std::uintptr_t>(&local)),
                                        GPUPLUG_STATUS_INVALID_ARGUMENT, "free unknown");
   BOOST_TEST(contains(unknown, "not allocated by host:0 (or already freed)"), unknown);
   const std::uint64_t a = d.alloc(64);
-  d.expect(T().free(d.inst, a + 16), GPUPLUG_STATUS_INVALID_ARGUMENT, "free interior");
+  d.expect(api().free(d.inst, a + 16), GPUPLUG_STATUS_INVALID_ARGUMENT, "free interior");
   d.free(a);
   const std::string twice =
-      d.expect(T().free(d.inst, a), GPUPLUG_STATUS_INVALID_ARGUMENT, "double free");
+      d.expect(api().free(d.inst, a), GPUPLUG_STATUS_INVALID_ARGUMENT, "double free");
   BOOST_TEST(contains(twice, "(or already freed)"), twice);
   BOOST_TEST(d.stats().total_frees == 1u);
 }
@@ -413,20 +414,20 @@ BOOST_AUTO_TEST_CASE(zero_byte_allocations) {
   BOOST_TEST(st.live_count == 3u);
   BOOST_TEST(st.live_bytes == 0u);
   const char byte = 1;
-  d.ok(T().copy_h2d(d.inst, a, &byte, 0), "zero-byte copy");
-  d.expect(T().copy_h2d(d.inst, a, &byte, 1), GPUPLUG_STATUS_INVALID_ARGUMENT,
+  d.ok(api().copy_h2d(d.inst, a, &byte, 0), "zero-byte copy");
+  d.expect(api().copy_h2d(d.inst, a, &byte, 1), GPUPLUG_STATUS_INVALID_ARGUMENT,
            "copy into a zero-byte allocation");
   d.free(a);
   d.free(b);
   d.free(m);
-  d.expect(T().free(d.inst, a), GPUPLUG_STATUS_INVALID_ARGUMENT, "double free of zero-byte");
+  d.expect(api().free(d.inst, a), GPUPLUG_STATUS_INVALID_ARGUMENT, "double free of zero-byte");
 }
 
 BOOST_AUTO_TEST_CASE(device_memory_limit_fails_device_but_not_managed) {
   Instance d(OptionList{{"device_memory_limit", "1M"}});
   const std::uint64_t a = d.alloc(600 * 1024);
   std::uint64_t b = 0;
-  const std::string msg = d.expect(T().alloc(d.inst, 600 * 1024, "second", &b),
+  const std::string msg = d.expect(api().alloc(d.inst, 600 * 1024, "second", &b),
                                    GPUPLUG_STATUS_OUT_OF_MEMORY, "alloc past limit");
   BOOST_TEST(b == 0u);
   BOOST_TEST(contains(msg, "device_memory_limit of 1048576 bytes (1.0 MiB) reached"), msg);
@@ -435,7 +436,7 @@ BOOST_AUTO_TEST_CASE(device_memory_limit_fails_device_but_not_managed) {
   const std::uint64_t m = d.alloc_managed(600 * 1024);  // managed memory is not limited
   const std::uint64_t m2 = d.alloc_managed(2 * 1024 * 1024);
   std::uint64_t free_bytes = 0, total = 0;
-  d.ok(T().memory_info(d.inst, &free_bytes, &total), "memory_info");
+  d.ok(api().memory_info(d.inst, &free_bytes, &total), "memory_info");
   BOOST_TEST(total <= 1048576u);
   BOOST_TEST(free_bytes <= 1048576u - 600 * 1024);
   d.free(a);
@@ -452,52 +453,82 @@ BOOST_AUTO_TEST_CASE(sync_copies_round_trip_and_check_ranges) {
   const std::vector<float> host = random_floats(1000, 1);
   const std::uint64_t a = d.alloc(4000), b = d.alloc(4000);
   d.upload(a, host);
-  d.ok(T().copy_d2d(d.inst, b, a, 4000), "copy_d2d");
+  d.ok(api().copy_d2d(d.inst, b, a, 4000), "copy_d2d");
   BOOST_TEST(d.download<float>(b, 1000) == host);
   // Interior pointers are fine while they stay inside their allocation.
-  d.ok(T().copy_d2d(d.inst, b + 400, a, 3600), "copy_d2d interior");
+  d.ok(api().copy_d2d(d.inst, b + 400, a, 3600), "copy_d2d interior");
   BOOST_TEST(d.download<float>(b + 400, 900) ==
              std::vector<float>(host.begin(), host.begin() + 900));
 
   std::vector<char> big(4001);
-  const std::string over = d.expect(T().copy_h2d(d.inst, a, big.data(), 4001),
+  const std::string over = d.expect(api().copy_h2d(d.inst, a, big.data(), 4001),
                                     GPUPLUG_STATUS_INVALID_ARGUMENT, "copy_h2d past the end");
   BOOST_TEST(contains(over, "copy_h2d"), over);
   BOOST_TEST(contains(over, "allocation of 4000 bytes"), over);
   char hexptr[32];
   std::snprintf(hexptr, sizeof hexptr, "0x%llx", static_cast<unsigned long long>(a));
   BOOST_TEST(contains(over, hexptr), over);
-  d.expect(T().copy_d2h(d.inst, big.data(), b + 8, 3993), GPUPLUG_STATUS_INVALID_ARGUMENT,
+  d.expect(api().copy_d2h(d.inst, big.data(), b + 8, 3993), GPUPLUG_STATUS_INVALID_ARGUMENT,
            "copy_d2h past the end");
-  d.expect(T().copy_d2d(d.inst, a, b + 1, 4000), GPUPLUG_STATUS_INVALID_ARGUMENT,
+  d.expect(api().copy_d2d(d.inst, a, b + 1, 4000), GPUPLUG_STATUS_INVALID_ARGUMENT,
            "copy_d2d source past the end");
-  const std::string ms = d.expect(T().memset_d8(d.inst, a + 3999, 0, 2, 0),
+  const std::string ms = d.expect(api().memset_d8(d.inst, a + 3999, 0, 2, 0),
                                   GPUPLUG_STATUS_INVALID_ARGUMENT, "memset past the end");
   BOOST_TEST(contains(ms, "memset_d8"), ms);
-  d.expect(T().copy_h2d(d.inst, 0, big.data(), 4), GPUPLUG_STATUS_INVALID_ARGUMENT,
+  d.expect(api().copy_h2d(d.inst, 0, big.data(), 4), GPUPLUG_STATUS_INVALID_ARGUMENT,
            "null destination");
-  d.expect(T().copy_h2d(d.inst, a, nullptr, 4), GPUPLUG_STATUS_INVALID_ARGUMENT,
+  d.expect(api().copy_h2d(d.inst, a, nullptr, 4), GPUPLUG_STATUS_INVALID_ARGUMENT,
            "null host source");
   d.free(a);
   d.free(b);
 }
 
+BOOST_AUTO_TEST_CASE(pointers_that_are_not_device_memory_are_refused) {
+  Instance d;
+  std::vector<char> host(64);
+  const std::uint64_t unknown = 0x1000;
+  const std::string msg = d.expect(api().copy_h2d(d.inst, unknown, host.data(), 16),
+                                   GPUPLUG_STATUS_INVALID_ARGUMENT, "copy_h2d to 0x1000");
+  BOOST_TEST(contains(msg, "copy_h2d: 0x1000 + 16 bytes is not memory of this device"), msg);
+  d.expect(api().copy_d2h(d.inst, host.data(), unknown, 16), GPUPLUG_STATUS_INVALID_ARGUMENT,
+           "copy_d2h from 0x1000");
+  d.expect(api().memset_d8(d.inst, unknown, 0, 16, 0), GPUPLUG_STATUS_INVALID_ARGUMENT,
+           "memset 0x1000");
+  const std::uint64_t s = d.stream();
+  d.expect(api().copy_d2h_async(d.inst, host.data(), unknown, 16, s),
+           GPUPLUG_STATUS_INVALID_ARGUMENT, "copy_d2h_async from 0x1000");
+  const std::uint64_t stale = d.alloc(64);
+  d.free(stale);
+  d.expect(api().copy_h2d(d.inst, stale, host.data(), 16), GPUPLUG_STATUS_INVALID_ARGUMENT,
+           "copy to a freed pointer");
+  // Module globals are device memory: readable, but the read-only ones cannot be written.
+  const auto [tile, size] = d.global("gemm", "gemm_f32_n_tile");
+  std::uint32_t value = 0;
+  d.ok(api().copy_d2h(d.inst, &value, tile, size), "read n_tile");
+  d.expect(api().copy_d2h(d.inst, &value, tile, 1 << 20), GPUPLUG_STATUS_INVALID_ARGUMENT,
+           "read past the module's segment");
+  const std::string ro = d.expect(api().copy_h2d(d.inst, tile, &value, 4),
+                                  GPUPLUG_STATUS_INVALID_ARGUMENT, "write a const global");
+  BOOST_TEST(contains(ro, "read-only module memory"), ro);
+  d.ok(api().stream_destroy(d.inst, s), "stream_destroy");
+}
+
 BOOST_AUTO_TEST_CASE(memset_on_default_and_other_streams) {
   Instance d;
   const std::uint64_t a = d.alloc(1024);
-  d.ok(T().memset_d8(d.inst, a, 0xAB, 1024, 0), "memset");
-  d.ok(T().synchronize(d.inst), "synchronize");
+  d.ok(api().memset_d8(d.inst, a, 0xAB, 1024, 0), "memset");
+  d.ok(api().synchronize(d.inst), "synchronize");
   auto bytes = d.download<std::uint8_t>(a, 1024);
   BOOST_TEST(std::all_of(bytes.begin(), bytes.end(), [](std::uint8_t v) { return v == 0xAB; }));
   const std::uint64_t s = d.stream();
-  d.ok(T().memset_d8(d.inst, a + 100, 0x01, 10, s), "memset on stream");
-  d.ok(T().stream_synchronize(d.inst, s), "stream_synchronize");
+  d.ok(api().memset_d8(d.inst, a + 100, 0x01, 10, s), "memset on stream");
+  d.ok(api().stream_synchronize(d.inst, s), "stream_synchronize");
   bytes = d.download<std::uint8_t>(a, 1024);
   BOOST_TEST(bytes[99] == 0xABu);
   BOOST_TEST(bytes[100] == 0x01u);
   BOOST_TEST(bytes[109] == 0x01u);
   BOOST_TEST(bytes[110] == 0xABu);
-  d.ok(T().stream_destroy(d.inst, s), "stream_destroy");
+  d.ok(api().stream_destroy(d.inst, s), "stream_destroy");
   d.free(a);
 }
 
@@ -510,20 +541,20 @@ BOOST_AUTO_TEST_CASE(async_operations_keep_stream_order) {
   constexpr int kSteps = 100;
   std::vector<std::uint8_t> seen(kSteps * 4096, 0xEE);
   for (int i = 0; i < kSteps; ++i) {
-    d.ok(T().memset_d8(d.inst, buf, static_cast<std::uint8_t>(i), 4096, s), "memset async");
-    d.ok(T().copy_d2d_async(d.inst, other, buf, 4096, s), "copy_d2d_async");
-    d.ok(T().copy_d2h_async(d.inst, seen.data() + i * 4096, other, 4096, s), "copy_d2h_async");
+    d.ok(api().memset_d8(d.inst, buf, static_cast<std::uint8_t>(i), 4096, s), "memset async");
+    d.ok(api().copy_d2d_async(d.inst, other, buf, 4096, s), "copy_d2d_async");
+    d.ok(api().copy_d2h_async(d.inst, seen.data() + i * 4096, other, 4096, s), "copy_d2h_async");
   }
-  d.ok(T().stream_synchronize(d.inst, s), "stream_synchronize");
+  d.ok(api().stream_synchronize(d.inst, s), "stream_synchronize");
   for (int i = 0; i < kSteps; ++i)
     BOOST_TEST(std::count(seen.begin() + i * 4096, seen.begin() + (i + 1) * 4096,
                           static_cast<std::uint8_t>(i)) == 4096);
 
   // h2d_async then a legacy-default-stream copy: stream 0 waits for every stream.
   const std::vector<float> host = random_floats(1024, 7);
-  d.ok(T().copy_h2d_async(d.inst, buf, host.data(), 4096, s), "copy_h2d_async");
+  d.ok(api().copy_h2d_async(d.inst, buf, host.data(), 4096, s), "copy_h2d_async");
   BOOST_TEST(d.download<float>(buf, 1024) == host);  // copy_d2h on stream 0 is ordered after s
-  d.ok(T().stream_destroy(d.inst, s), "stream_destroy");
+  d.ok(api().stream_destroy(d.inst, s), "stream_destroy");
   d.free(buf);
   d.free(other);
 }
@@ -540,36 +571,37 @@ BOOST_AUTO_TEST_CASE(streams_run_independently_and_synchronize_waits_for_all) {
   }
   for (int round = 0; round < 20; ++round)
     for (int i = 0; i < kStreams; ++i)
-      d.ok(T().memset_d8(d.inst, bufs[i], static_cast<std::uint8_t>(i * 10 + round), kBytes,
-                         streams[i]),
+      d.ok(api().memset_d8(d.inst, bufs[i], static_cast<std::uint8_t>(i * 10 + round), kBytes,
+                           streams[i]),
            "memset");
   for (int i = 0; i < kStreams; ++i)
-    d.ok(T().copy_d2h_async(d.inst, out[i].data(), bufs[i], kBytes, streams[i]), "copy_d2h_async");
-  d.ok(T().synchronize(d.inst), "synchronize");
+    d.ok(api().copy_d2h_async(d.inst, out[i].data(), bufs[i], kBytes, streams[i]),
+         "copy_d2h_async");
+  d.ok(api().synchronize(d.inst), "synchronize");
   for (int i = 0; i < kStreams; ++i)
     BOOST_TEST(std::count(out[i].begin(), out[i].end(), static_cast<std::uint8_t>(i * 10 + 19)) ==
                static_cast<long>(kBytes));
   for (int i = 0; i < kStreams; ++i) {
-    d.ok(T().stream_destroy(d.inst, streams[i]), "stream_destroy");
+    d.ok(api().stream_destroy(d.inst, streams[i]), "stream_destroy");
     d.free(bufs[i]);
   }
 }
 
 BOOST_AUTO_TEST_CASE(stream_errors) {
   Instance d;
-  const std::string zero = d.expect(T().stream_destroy(d.inst, 0), GPUPLUG_STATUS_INVALID_ARGUMENT,
-                                    "destroy the default stream");
+  const std::string zero = d.expect(api().stream_destroy(d.inst, 0),
+                                    GPUPLUG_STATUS_INVALID_ARGUMENT, "destroy the default stream");
   BOOST_TEST(contains(zero, "default stream"), zero);
-  const std::string unknown = d.expect(T().stream_synchronize(d.inst, 4242),
+  const std::string unknown = d.expect(api().stream_synchronize(d.inst, 4242),
                                        GPUPLUG_STATUS_INVALID_ARGUMENT, "unknown stream");
   BOOST_TEST(contains(unknown, "unknown stream 4242"), unknown);
   const std::uint64_t s = d.stream();
-  d.ok(T().stream_destroy(d.inst, s), "stream_destroy");
-  d.expect(T().stream_destroy(d.inst, s), GPUPLUG_STATUS_INVALID_ARGUMENT, "destroy twice");
+  d.ok(api().stream_destroy(d.inst, s), "stream_destroy");
+  d.expect(api().stream_destroy(d.inst, s), GPUPLUG_STATUS_INVALID_ARGUMENT, "destroy twice");
   const std::uint64_t a = d.alloc(16);
-  d.expect(T().memset_d8(d.inst, a, 0, 16, s), GPUPLUG_STATUS_INVALID_ARGUMENT,
+  d.expect(api().memset_d8(d.inst, a, 0, 16, s), GPUPLUG_STATUS_INVALID_ARGUMENT,
            "memset on a destroyed stream");
-  d.ok(T().stream_synchronize(d.inst, 0), "synchronize the default stream");
+  d.ok(api().stream_synchronize(d.inst, 0), "synchronize the default stream");
   d.free(a);
 }
 
@@ -604,17 +636,17 @@ BOOST_AUTO_TEST_CASE(axpy_on_default_stream_and_on_a_stream) {
   std::vector<float> out(n);
   const std::uint64_t s = d.stream();
   const std::uint64_t dx = d.alloc(n * 4), dy = d.alloc(n * 4);
-  d.ok(T().memset_d8(d.inst, dy, 0, n * 4, s), "memset");
-  d.ok(T().copy_h2d_async(d.inst, dx, x.data(), n * 4, s), "copy_h2d_async");
-  d.ok(T().copy_h2d_async(d.inst, dy, y.data(), n * 4, s), "copy_h2d_async");
+  d.ok(api().memset_d8(d.inst, dy, 0, n * 4, s), "memset");
+  d.ok(api().copy_h2d_async(d.inst, dx, x.data(), n * 4, s), "copy_h2d_async");
+  d.ok(api().copy_h2d_async(d.inst, dy, y.data(), n * 4, s), "copy_h2d_async");
   BOOST_REQUIRE(launch_axpy(d, f, n, -1.0f, dx, dy, s) == GPUPLUG_STATUS_SUCCESS);
   BOOST_REQUIRE(launch_axpy(d, f, n, 3.0f, dx, dy, s) == GPUPLUG_STATUS_SUCCESS);
-  d.ok(T().copy_d2h_async(d.inst, out.data(), dy, n * 4, s), "copy_d2h_async");
-  d.ok(T().stream_synchronize(d.inst, s), "stream_synchronize");
+  d.ok(api().copy_d2h_async(d.inst, out.data(), dy, n * 4, s), "copy_d2h_async");
+  d.ok(api().stream_synchronize(d.inst, s), "stream_synchronize");
   std::vector<float> want(n);
   for (std::uint32_t i = 0; i < n; ++i) want[i] = 3.0f * x[i] + (-1.0f * x[i] + y[i]);
   check_close(out, want, 1e-5f);
-  d.ok(T().stream_destroy(d.inst, s), "stream_destroy");
+  d.ok(api().stream_destroy(d.inst, s), "stream_destroy");
   d.free(dx);
   d.free(dy);
 }
@@ -655,8 +687,8 @@ BOOST_AUTO_TEST_CASE(e4m3_cast_kernels_match_the_shared_header) {
   d.upload(din, in);
   std::uint32_t nn = n;
   void* params[] = {&nn, &din, &dout};
-  d.ok(T().launch(d.inst, d.function("e4m3", "cast_f32_e4m3"), dim(ceil_div(n, 256)), dim(256), 0,
-                  0, params),
+  d.ok(api().launch(d.inst, d.function("e4m3", "cast_f32_e4m3"), dim(ceil_div(n, 256)), dim(256), 0,
+                    0, params),
        "launch cast_f32_e4m3");
   const auto codes = d.download<std::uint8_t>(dout, n);
   for (std::uint32_t i = 0; i < n; ++i)
@@ -664,8 +696,8 @@ BOOST_AUTO_TEST_CASE(e4m3_cast_kernels_match_the_shared_header) {
                "input " << in[i]);
 
   void* back_params[] = {&nn, &dout, &dback};
-  d.ok(T().launch(d.inst, d.function("e4m3", "cast_e4m3_f32"), dim(ceil_div(n, 256)), dim(256), 0,
-                  0, back_params),
+  d.ok(api().launch(d.inst, d.function("e4m3", "cast_e4m3_f32"), dim(ceil_div(n, 256)), dim(256), 0,
+                    0, back_params),
        "launch cast_e4m3_f32");
   const auto back = d.download<float>(dback, n);
   for (std::uint32_t i = 0; i < n; ++i) {
@@ -691,8 +723,8 @@ BOOST_AUTO_TEST_CASE(bias_relu_matches_the_reference) {
   std::uint32_t r = rows, c = cols;
   std::uint64_t pb = db, px = dx;
   void* params[] = {&r, &c, &pb, &px};
-  d.ok(T().launch(d.inst, d.function("activation", "bias_relu"),
-                  dim(ceil_div(std::uint64_t{rows} * cols, 256)), dim(256), 0, 0, params),
+  d.ok(api().launch(d.inst, d.function("activation", "bias_relu"),
+                    dim(ceil_div(std::uint64_t{rows} * cols, 256)), dim(256), 0, 0, params),
        "launch bias_relu");
   const auto got = d.download<float>(dx, x.size());
   std::vector<float> want(x.size());
@@ -709,34 +741,34 @@ BOOST_AUTO_TEST_CASE(published_symbols) {
   const auto [tile, tile_size] = d.global("gemm", "gemm_f32_n_tile");
   BOOST_TEST(tile_size == 4u);
   std::uint32_t value = 0;
-  d.ok(T().copy_d2h(d.inst, &value, tile, 4), "read n_tile");
+  d.ok(api().copy_d2h(d.inst, &value, tile, 4), "read n_tile");
   BOOST_TEST(value > 0u);
   const auto [flag, flag_size] = d.global("gemm", "gemm_a_e4m3_a_e4m3");
   BOOST_TEST(flag_size == 4u);
-  d.ok(T().copy_d2h(d.inst, &value, flag, 4), "read a_e4m3");
+  d.ok(api().copy_d2h(d.inst, &value, flag, 4), "read a_e4m3");
   BOOST_TEST(value == 1u);
   BOOST_TEST(d.global("gemm", "gemm_a_e4m3_n_tile").second == 4u);
 
   std::uint64_t address = 0, size = 0;
   const std::string missing =
-      d.expect(T().get_global(d.inst, "gemm", "gemm_f32_a_e4m3", &address, &size),
+      d.expect(api().get_global(d.inst, "gemm", "gemm_f32_a_e4m3", &address, &size),
                GPUPLUG_STATUS_NOT_FOUND, "absent metadata");
   BOOST_TEST(missing == "symbol gemm::gemm_f32_a_e4m3 not found in module gemm");
   // Functions are not globals, globals are not functions, and the module's dependencies
   // (libc...) are not the module.
-  d.expect(T().get_global(d.inst, "gemm", "gemm_f32", &address, &size), GPUPLUG_STATUS_NOT_FOUND,
+  d.expect(api().get_global(d.inst, "gemm", "gemm_f32", &address, &size), GPUPLUG_STATUS_NOT_FOUND,
            "function as global");
   std::uint64_t f = 0;
-  d.expect(T().get_function(d.inst, "gemm", "gemm_f32_n_tile", &f), GPUPLUG_STATUS_NOT_FOUND,
+  d.expect(api().get_function(d.inst, "gemm", "gemm_f32_n_tile", &f), GPUPLUG_STATUS_NOT_FOUND,
            "global as function");
-  d.expect(T().get_function(d.inst, "gemm", "memcpy", &f), GPUPLUG_STATUS_NOT_FOUND,
+  d.expect(api().get_function(d.inst, "gemm", "memcpy", &f), GPUPLUG_STATUS_NOT_FOUND,
            "libc through the module");
-  d.expect(T().get_global(d.inst, "gemm", "stdout", &address, &size), GPUPLUG_STATUS_NOT_FOUND,
+  d.expect(api().get_global(d.inst, "gemm", "stdout", &address, &size), GPUPLUG_STATUS_NOT_FOUND,
            "libc global");
 
   // The deliberately bad module publishes a 2-byte n_tile.
   const auto bad = read_bytes(kTestKernels / "bad_n_tile.so");
-  d.ok(T().load_module(d.inst, "bad", bad.data(), bad.size()), "load bad_n_tile");
+  d.ok(api().load_module(d.inst, "bad", bad.data(), bad.size()), "load bad_n_tile");
   BOOST_TEST(d.global("bad", "gemm_f32_n_tile").second == 2u);
   BOOST_TEST(d.function("bad", "gemm_f32") != 0u);
 }
@@ -744,11 +776,11 @@ BOOST_AUTO_TEST_CASE(published_symbols) {
 BOOST_AUTO_TEST_CASE(not_found_messages_list_what_exists) {
   Instance d;
   std::uint64_t f = 0;
-  const std::string kernel = d.expect(T().get_function(d.inst, "gemm", "gemm_f16", &f),
+  const std::string kernel = d.expect(api().get_function(d.inst, "gemm", "gemm_f16", &f),
                                       GPUPLUG_STATUS_NOT_FOUND, "unknown kernel");
   BOOST_TEST(kernel == "kernel gemm::gemm_f16 not found (module gemm has: gemm_a_e4m3, gemm_f32)");
 
-  const std::string module = d.expect(T().get_function(d.inst, "nosuch", "f", &f),
+  const std::string module = d.expect(api().get_function(d.inst, "nosuch", "f", &f),
                                       GPUPLUG_STATUS_NOT_FOUND, "unknown module");
   BOOST_TEST(contains(module, "module nosuch not found"), module);
   BOOST_TEST(contains(module, "nosuch.so"), module);
@@ -757,20 +789,20 @@ BOOST_AUTO_TEST_CASE(not_found_messages_list_what_exists) {
              module);  // gemm was loaded by the first lookup
 
   std::int32_t has = -1;
-  d.ok(T().has_module(d.inst, "axpy", &has), "has_module");
+  d.ok(api().has_module(d.inst, "axpy", &has), "has_module");
   BOOST_TEST(has == 1);  // in modules_dir, not loaded yet
-  d.ok(T().has_module(d.inst, "nosuch", &has), "has_module");
+  d.ok(api().has_module(d.inst, "nosuch", &has), "has_module");
   BOOST_TEST(has == 0);
-  d.expect(T().get_function(d.inst, "../host/gemm", "gemm_f32", &f),
+  d.expect(api().get_function(d.inst, "../host/gemm", "gemm_f32", &f),
            GPUPLUG_STATUS_INVALID_ARGUMENT, "a path is not a module name");
 }
 
 BOOST_AUTO_TEST_CASE(modules_from_bytes_load_unload_and_reject_duplicates) {
   Instance d;
   const auto image = read_bytes(kKernels / "axpy.so");
-  d.ok(T().load_module(d.inst, "mine", image.data(), image.size()), "load_module");
-  d.ok(T().load_module(d.inst, "mine2", image.data(), image.size()), "load the same bytes again");
-  const std::string dup = d.expect(T().load_module(d.inst, "mine", image.data(), image.size()),
+  d.ok(api().load_module(d.inst, "mine", image.data(), image.size()), "load_module");
+  d.ok(api().load_module(d.inst, "mine2", image.data(), image.size()), "load the same bytes again");
+  const std::string dup = d.expect(api().load_module(d.inst, "mine", image.data(), image.size()),
                                    GPUPLUG_STATUS_INVALID_ARGUMENT, "duplicate name");
   BOOST_TEST(dup == "module mine is already loaded");
   const std::uint64_t f1 = d.function("mine", "axpy"), f2 = d.function("mine2", "axpy");
@@ -785,20 +817,20 @@ BOOST_AUTO_TEST_CASE(modules_from_bytes_load_unload_and_reject_duplicates) {
   BOOST_TEST(d.download<float>(y, n) == std::vector<float>(n, 5.0f));
 
   std::int32_t has = 0;
-  d.ok(T().has_module(d.inst, "mine", &has), "has_module");
+  d.ok(api().has_module(d.inst, "mine", &has), "has_module");
   BOOST_TEST(has == 1);
-  d.ok(T().unload_module(d.inst, "mine"), "unload_module");
-  d.ok(T().has_module(d.inst, "mine", &has), "has_module");
+  d.ok(api().unload_module(d.inst, "mine"), "unload_module");
+  d.ok(api().has_module(d.inst, "mine", &has), "has_module");
   BOOST_TEST(has == 0);
   std::uint64_t f = 0;
-  d.expect(T().get_function(d.inst, "mine", "axpy", &f), GPUPLUG_STATUS_NOT_FOUND,
+  d.expect(api().get_function(d.inst, "mine", "axpy", &f), GPUPLUG_STATUS_NOT_FOUND,
            "unloaded module");
-  d.expect(T().unload_module(d.inst, "mine"), GPUPLUG_STATUS_NOT_FOUND, "unload twice");
+  d.expect(api().unload_module(d.inst, "mine"), GPUPLUG_STATUS_NOT_FOUND, "unload twice");
   // Reload under the old name: a fresh module (the memfd path is reused safely).
   for (int i = 0; i < 20; ++i) {
-    d.ok(T().load_module(d.inst, "mine", image.data(), image.size()), "reload");
+    d.ok(api().load_module(d.inst, "mine", image.data(), image.size()), "reload");
     BOOST_TEST(d.function("mine", "axpy") != 0u);
-    d.ok(T().unload_module(d.inst, "mine"), "unload again");
+    d.ok(api().unload_module(d.inst, "mine"), "unload again");
   }
   d.free(x);
   d.free(y);
@@ -809,7 +841,7 @@ BOOST_AUTO_TEST_CASE(corrupt_module_images_are_invalid_image) {
   std::vector<std::byte> junk(4096);
   std::mt19937 gen(42);
   for (auto& b : junk) b = static_cast<std::byte>(gen());
-  const std::string random = d.expect(T().load_module(d.inst, "junk", junk.data(), junk.size()),
+  const std::string random = d.expect(api().load_module(d.inst, "junk", junk.data(), junk.size()),
                                       GPUPLUG_STATUS_INVALID_IMAGE, "random bytes");
   BOOST_TEST(contains(random, "module junk"), random);
   BOOST_TEST(contains(random, "invalid ELF header"), random);  // dlerror's words
@@ -818,27 +850,27 @@ BOOST_AUTO_TEST_CASE(corrupt_module_images_are_invalid_image) {
   const std::vector<std::byte> truncated(image.begin(),
                                          image.begin() + static_cast<long>(image.size() / 2));
   const std::string cut =
-      d.expect(T().load_module(d.inst, "cut", truncated.data(), truncated.size()),
+      d.expect(api().load_module(d.inst, "cut", truncated.data(), truncated.size()),
                GPUPLUG_STATUS_INVALID_IMAGE, "truncated image");
   BOOST_TEST(contains(cut, "module cut"), cut);
 
   const std::vector<std::byte> header_only(image.begin(), image.begin() + 64);
-  d.expect(T().load_module(d.inst, "hdr", header_only.data(), header_only.size()),
+  d.expect(api().load_module(d.inst, "hdr", header_only.data(), header_only.size()),
            GPUPLUG_STATUS_INVALID_IMAGE, "header only");
-  d.expect(T().load_module(d.inst, "empty", image.data(), 0), GPUPLUG_STATUS_INVALID_IMAGE,
+  d.expect(api().load_module(d.inst, "empty", image.data(), 0), GPUPLUG_STATUS_INVALID_IMAGE,
            "empty image");
 
   // A failed load registers nothing: the name is free for a good image.
-  d.ok(T().load_module(d.inst, "junk", image.data(), image.size()), "load after failure");
+  d.ok(api().load_module(d.inst, "junk", image.data(), image.size()), "load after failure");
   BOOST_TEST(d.function("junk", "axpy") != 0u);
 }
 
 BOOST_AUTO_TEST_CASE(modules_dir_option_and_default) {
   Instance d(OptionList{{"modules_dir", kTestKernels.string()}});
   std::int32_t has = 0;
-  d.ok(T().has_module(d.inst, "bad_n_tile", &has), "has_module");
+  d.ok(api().has_module(d.inst, "bad_n_tile", &has), "has_module");
   BOOST_TEST(has == 1);
-  d.ok(T().has_module(d.inst, "gemm", &has), "has_module");
+  d.ok(api().has_module(d.inst, "gemm", &has), "has_module");
   BOOST_TEST(has == 0);  // not in this modules_dir
   BOOST_TEST(d.global("bad_n_tile", "gemm_f32_n_tile").second == 2u);
 }
@@ -846,7 +878,7 @@ BOOST_AUTO_TEST_CASE(modules_dir_option_and_default) {
 BOOST_AUTO_TEST_CASE(every_block_runs_once_with_its_own_shared_memory) {
   Instance d(OptionList{{"threads", "4"}});
   const auto image = read_bytes(kTestKernels / "test_probe.so");
-  d.ok(T().load_module(d.inst, "probe", image.data(), image.size()), "load test_probe");
+  d.ok(api().load_module(d.inst, "probe", image.data(), image.size()), "load test_probe");
   const std::uint64_t f = d.function("probe", "block_probe");
   const std::uint64_t s = d.stream();
   const struct {
@@ -860,10 +892,11 @@ BOOST_AUTO_TEST_CASE(every_block_runs_once_with_its_own_shared_memory) {
                                << l.stream) {
       const std::uint64_t blocks = std::uint64_t{l.grid.x} * l.grid.y * l.grid.z;
       std::uint64_t out = d.alloc(blocks * 4);
-      d.ok(T().memset_d8(d.inst, out, 0, blocks * 4, l.stream), "memset");
+      d.ok(api().memset_d8(d.inst, out, 0, blocks * 4, l.stream), "memset");
       void* params[] = {&out};
-      d.ok(T().launch(d.inst, f, l.grid, dim(7), l.shared, l.stream, params), "launch block_probe");
-      d.ok(T().stream_synchronize(d.inst, l.stream), "synchronize");
+      d.ok(api().launch(d.inst, f, l.grid, dim(7), l.shared, l.stream, params),
+           "launch block_probe");
+      d.ok(api().stream_synchronize(d.inst, l.stream), "synchronize");
       const auto seen = d.download<std::uint32_t>(out, blocks);
       std::size_t bad = 0;
       for (std::uint64_t i = 0; i < blocks; ++i) bad += seen[i] != i + 1;
@@ -871,21 +904,21 @@ BOOST_AUTO_TEST_CASE(every_block_runs_once_with_its_own_shared_memory) {
       d.free(out);
     }
   }
-  d.ok(T().stream_destroy(d.inst, s), "stream_destroy");
+  d.ok(api().stream_destroy(d.inst, s), "stream_destroy");
 }
 
 BOOST_AUTO_TEST_CASE(launch_errors) {
   Instance d;
   std::uint32_t n = 1;
   void* params[] = {&n};
-  d.expect(T().launch(d.inst, 0, dim(1), dim(1), 0, 0, params), GPUPLUG_STATUS_INVALID_ARGUMENT,
+  d.expect(api().launch(d.inst, 0, dim(1), dim(1), 0, 0, params), GPUPLUG_STATUS_INVALID_ARGUMENT,
            "null function");
   const std::uint64_t f = d.function("axpy", "axpy");
-  d.expect(T().launch(d.inst, f, dim(0), dim(256), 0, 0, params), GPUPLUG_STATUS_INVALID_ARGUMENT,
+  d.expect(api().launch(d.inst, f, dim(0), dim(256), 0, 0, params), GPUPLUG_STATUS_INVALID_ARGUMENT,
            "empty grid");
-  d.expect(T().launch(d.inst, f, dim(1), dim(1, 0), 0, 0, params), GPUPLUG_STATUS_INVALID_ARGUMENT,
-           "empty block");
-  d.expect(T().launch(d.inst, f, dim(1), dim(1), 0, 999, params), GPUPLUG_STATUS_INVALID_ARGUMENT,
+  d.expect(api().launch(d.inst, f, dim(1), dim(1, 0), 0, 0, params),
+           GPUPLUG_STATUS_INVALID_ARGUMENT, "empty block");
+  d.expect(api().launch(d.inst, f, dim(1), dim(1), 0, 999, params), GPUPLUG_STATUS_INVALID_ARGUMENT,
            "unknown stream");
 }
 
@@ -893,19 +926,19 @@ BOOST_AUTO_TEST_CASE(launch_errors) {
 
 BOOST_AUTO_TEST_CASE(last_error_is_per_thread_and_can_be_reread) {
   Instance d;
-  d.expect(T().free(d.inst, 0x1234), GPUPLUG_STATUS_INVALID_ARGUMENT, "free unknown");
+  d.expect(api().free(d.inst, 0x1234), GPUPLUG_STATUS_INVALID_ARGUMENT, "free unknown");
   char small[8];
-  const std::size_t length = T().last_error(d.inst, small, sizeof small);
+  const std::size_t length = api().last_error(d.inst, small, sizeof small);
   BOOST_TEST(length > sizeof small);
   BOOST_TEST(std::strlen(small) == 7u);
   char full[256];
-  BOOST_TEST(T().last_error(d.inst, full, sizeof full) == length);  // still there
+  BOOST_TEST(api().last_error(d.inst, full, sizeof full) == length);  // still there
   BOOST_TEST(contains(full, "free of 0x1234"), full);
 
   std::string other_thread = "unset";
   std::thread([&] {
     char buf[256];
-    T().last_error(d.inst, buf, sizeof buf);
+    api().last_error(d.inst, buf, sizeof buf);
     other_thread = buf;
   }).join();
   BOOST_TEST(other_thread.empty());
@@ -917,14 +950,14 @@ BOOST_AUTO_TEST_CASE(destroy_sweeps_unreleased_allocations_with_a_warning) {
   std::string error;
   BOOST_REQUIRE(try_create({}, &inst, &error, &log.services) == GPUPLUG_STATUS_SUCCESS);
   std::uint64_t p = 0;
-  BOOST_REQUIRE(T().alloc(inst, 1000, "load_weights", &p) == GPUPLUG_STATUS_SUCCESS);
-  BOOST_REQUIRE(T().alloc(inst, 2000, "load_weights", &p) == GPUPLUG_STATUS_SUCCESS);
-  BOOST_REQUIRE(T().alloc_managed(inst, 24, "kv_cache", &p) == GPUPLUG_STATUS_SUCCESS);
+  BOOST_REQUIRE(api().alloc(inst, 1000, "load_weights", &p) == GPUPLUG_STATUS_SUCCESS);
+  BOOST_REQUIRE(api().alloc(inst, 2000, "load_weights", &p) == GPUPLUG_STATUS_SUCCESS);
+  BOOST_REQUIRE(api().alloc_managed(inst, 24, "kv_cache", &p) == GPUPLUG_STATUS_SUCCESS);
   std::uint64_t s = 0;
-  BOOST_REQUIRE(T().stream_create(inst, &s) == GPUPLUG_STATUS_SUCCESS);
-  BOOST_REQUIRE(T().memset_d8(inst, p, 7, 24, s) ==
+  BOOST_REQUIRE(api().stream_create(inst, &s) == GPUPLUG_STATUS_SUCCESS);
+  BOOST_REQUIRE(api().memset_d8(inst, p, 7, 24, s) ==
                 GPUPLUG_STATUS_SUCCESS);  // pending work is waited for
-  T().destroy(inst);
+  api().destroy(inst);
   const std::string logged = log.all();
   BOOST_TEST_INFO(logged);
   BOOST_TEST(contains(logged, "3: swept 3 unreleased allocations, 3024 bytes"));
@@ -939,7 +972,7 @@ BOOST_AUTO_TEST_CASE(explicit_sweep_reports_what_it_freed) {
   d.alloc_managed(50, "b");
   gpuplug_ledger_stats_t swept{};
   swept.struct_size = sizeof swept;
-  d.ok(T().sweep_unreleased(d.inst, &swept), "sweep_unreleased");
+  d.ok(api().sweep_unreleased(d.inst, &swept), "sweep_unreleased");
   BOOST_TEST(swept.live_count == 2u);
   BOOST_TEST(swept.live_bytes == 150u);
   BOOST_TEST(swept.live_managed_bytes == 50u);
@@ -948,7 +981,7 @@ BOOST_AUTO_TEST_CASE(explicit_sweep_reports_what_it_freed) {
   BOOST_TEST(st.live_count == 0u);
   BOOST_TEST(st.total_frees == 2u);
   BOOST_TEST(contains(log.all(), "swept 2 unreleased allocations"), log.all());
-  d.ok(T().sweep_unreleased(d.inst, nullptr), "empty sweep");
+  d.ok(api().sweep_unreleased(d.inst, nullptr), "empty sweep");
 }
 
 BOOST_AUTO_TEST_CASE(many_threads_with_their_own_streams) {
@@ -964,24 +997,24 @@ BOOST_AUTO_TEST_CASE(many_threads_with_their_own_streams) {
       const std::uint32_t n = 4096 + 97 * t;
       std::vector<float> x(n, static_cast<float>(t + 1)), out(n);
       std::uint64_t s = 0, dx = 0, dy = 0;
-      if (T().stream_create(d.inst, &s) != 0 || T().alloc(d.inst, n * 4, "thread", &dx) != 0 ||
-          T().alloc(d.inst, n * 4, "thread", &dy) != 0) {
+      if (api().stream_create(d.inst, &s) != 0 || api().alloc(d.inst, n * 4, "thread", &dx) != 0 ||
+          api().alloc(d.inst, n * 4, "thread", &dy) != 0) {
         ++failures;
         return;
       }
       for (int r = 0; r < kRounds; ++r) {
-        bool ok = T().copy_h2d_async(d.inst, dx, x.data(), n * 4, s) == 0 &&
-                  T().memset_d8(d.inst, dy, 0, n * 4, s) == 0 &&
+        bool ok = api().copy_h2d_async(d.inst, dx, x.data(), n * 4, s) == 0 &&
+                  api().memset_d8(d.inst, dy, 0, n * 4, s) == 0 &&
                   launch_axpy(d, f, n, 2.0f, dx, dy, s) == 0 &&
                   launch_axpy(d, f, n, 1.0f, dx, dy, r % 3 == 0 ? 0 : s) == 0 &&
-                  T().copy_d2h_async(d.inst, out.data(), dy, n * 4, s) == 0 &&
-                  T().stream_synchronize(d.inst, s) == 0;
+                  api().copy_d2h_async(d.inst, out.data(), dy, n * 4, s) == 0 &&
+                  api().stream_synchronize(d.inst, s) == 0;
         if (!ok ||
             std::any_of(out.begin(), out.end(), [&](float v) { return v != 3.0f * (t + 1); }))
           ++failures;
       }
-      if (T().free(d.inst, dx) != 0 || T().free(d.inst, dy) != 0 ||
-          T().stream_destroy(d.inst, s) != 0)
+      if (api().free(d.inst, dx) != 0 || api().free(d.inst, dy) != 0 ||
+          api().stream_destroy(d.inst, s) != 0)
         ++failures;
     });
   }
@@ -993,11 +1026,11 @@ BOOST_AUTO_TEST_CASE(many_threads_with_their_own_streams) {
 BOOST_AUTO_TEST_CASE(two_instances_keep_their_own_state) {
   Instance a, b(OptionList{{"device_memory_limit", "4K"}});
   const std::uint64_t p = a.alloc(8192);
-  b.expect(T().free(b.inst, p), GPUPLUG_STATUS_INVALID_ARGUMENT, "free on the other instance");
+  b.expect(api().free(b.inst, p), GPUPLUG_STATUS_INVALID_ARGUMENT, "free on the other instance");
   const auto image = read_bytes(kKernels / "axpy.so");
-  a.ok(T().load_module(a.inst, "x", image.data(), image.size()), "load on a");
-  b.ok(T().load_module(b.inst, "x", image.data(), image.size()), "same name on b");
+  a.ok(api().load_module(a.inst, "x", image.data(), image.size()), "load on a");
+  b.ok(api().load_module(b.inst, "x", image.data(), image.size()), "same name on b");
   std::uint64_t q = 0;
-  b.expect(T().alloc(b.inst, 8192, "big", &q), GPUPLUG_STATUS_OUT_OF_MEMORY, "b's limit");
+  b.expect(api().alloc(b.inst, 8192, "big", &q), GPUPLUG_STATUS_OUT_OF_MEMORY, "b's limit");
   a.free(p);
 }

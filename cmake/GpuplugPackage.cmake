@@ -1,0 +1,52 @@
+# SPDX-License-Identifier: Apache-2.0
+# The installed package for plugin authors and applications: public headers (the plugin SDK
+# header among them), the exported targets gpuplug::core and gpuplug::plugin_sdk, the CMake
+# package (find_package(gpuplug CONFIG) with gpuplug_add_plugin()) and gpuplug.pc.
+# Included once, at the end of the top-level CMakeLists.txt, after every target exists.
+include_guard(GLOBAL)
+include(CMakePackageConfigHelpers)
+
+set(GPUPLUG_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/gpuplug)
+
+# Public headers, listed (not globbed) so that a new header is a conscious API decision; the
+# same list drives tests/unit/headers (each compiled on its own).
+set(GPUPLUG_PUBLIC_HEADERS
+  abi.h backend.hpp gpuplug.hpp log.hpp op_cache.hpp registry.hpp teardown.hpp types.hpp
+  version.hpp)
+list(TRANSFORM GPUPLUG_PUBLIC_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/include/gpuplug/
+  OUTPUT_VARIABLE _gpuplug_headers)
+install(FILES ${_gpuplug_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpuplug)
+# The SDK header includes only <gpuplug/abi.h>, so it works from include/gpuplug as well.
+install(FILES ${PROJECT_SOURCE_DIR}/plugins/common/plugin_sdk.hpp
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpuplug)
+
+# gpuplug::core and gpuplug::plugin_sdk (core/ and plugins/common/ add them to gpuplugTargets).
+install(EXPORT gpuplugTargets NAMESPACE gpuplug:: FILE gpuplugTargets.cmake
+  DESTINATION ${GPUPLUG_CMAKE_INSTALL_DIR})
+
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/gpuplugConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/cmake/gpuplugConfig.cmake
+  INSTALL_DESTINATION ${GPUPLUG_CMAKE_INSTALL_DIR}
+  PATH_VARS CMAKE_INSTALL_INCLUDEDIR CMAKE_INSTALL_BINDIR GPUPLUG_PLUGIN_INSTALL_DIR
+            GPUPLUG_KERNEL_INSTALL_DIR GPUPLUG_CMAKE_INSTALL_DIR)
+# Same major = compatible: the C ABI and the SDK only grow within a major version.
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/cmake/gpuplugConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
+install(FILES
+  ${PROJECT_BINARY_DIR}/cmake/gpuplugConfig.cmake
+  ${PROJECT_BINARY_DIR}/cmake/gpuplugConfigVersion.cmake
+  ${PROJECT_SOURCE_DIR}/cmake/GpuplugPlugin.cmake
+  ${PROJECT_SOURCE_DIR}/plugins/common/plugin_exports.map
+  DESTINATION ${GPUPLUG_CMAKE_INSTALL_DIR})
+
+# pkg-config, for applications outside CMake: Cflags -I${includedir}, Libs -lgpuplug. The prefix
+# is found from the .pc file's own place, so `cmake --install --prefix <any>` stays correct.
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+  set(GPUPLUG_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+else()
+  file(RELATIVE_PATH _gpuplug_up "/p/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/p")
+  set(GPUPLUG_PC_PREFIX "\${pcfiledir}/${_gpuplug_up}")
+endif()
+configure_file(${PROJECT_SOURCE_DIR}/cmake/gpuplug.pc.in ${PROJECT_BINARY_DIR}/gpuplug.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/gpuplug.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+unset(_gpuplug_headers)
