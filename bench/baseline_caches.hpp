@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The baselines OpCache hits are measured against: the seed's locked string maps, and a lower bound.
+// The baselines OpCache hits are measured against: the seed's locked string maps, a lower bound.
 //
 // Each baseline offers the members the benchmarks call, with OpCache's signatures, so one
 // benchmark template runs them all:

@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-// Dispatch (GpuBackend::launch vs the plugin's launch slot) and the ledger (alloc+free vs raw), host.
+// Dispatch (GpuBackend::launch vs the plugin's launch slot) and ledger (alloc+free vs raw), host.
 //
 // Dispatch: the same no-op host kernel (bench/noop_kernel.cpp, grid 1x1x1) launched
 //  - `launch/gpuplug`: through GpuBackend::launch on a backend made by the registry (virtual call,
 //    status check, the plugin table's slot), and
-//  - `launch/plugin_table`: by calling the host plugin's `launch` slot directly on an instance this
-//    program created itself from the plugin's C table (dlopen + gpuplug_plugin_entry + create).
+//  - `launch/plugin_table`: by calling the host plugin's `launch` slot directly on an instance
+//    this program created itself from the plugin's C table (dlopen, gpuplug_plugin_entry, create).
 //  Both reach the same SDK slot and host executor, so the difference is the core's layer.
 // Ledger: alloc+free of the same size
 //  - `alloc_free/gpuplug`: GpuBackend::alloc/free (core, ABI, SDK, ledger, aligned_alloc),
-//  - `alloc_free/plugin_table`: the plugin's alloc/free slots directly (SDK, ledger, aligned_alloc),
+//  - `alloc_free/plugin_table`: the plugin's alloc/free slots directly (SDK, ledger, aligned_alloc)
 //  - `alloc_free/raw`: std::aligned_alloc/std::free, rounded to 256 bytes as the host plugin does.
 #include <gpuplug/abi.h>
 #include <gpuplug/gpuplug.hpp>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// OpCache hits against the seed's locked string maps and an unsynchronized lower bound, 1 and 2 threads.
+// OpCache hits against the seed's locked string maps and an unsynchronized lower bound.
 //
 // Every benchmark is a hit: the keys are inserted before timing starts. Names are
 // `<hit>/<implementation>/real_time/threads:<t>`; items_per_second is the aggregate rate of all

@@ -74,7 +74,7 @@ def main():
 
     print(f"Machine: {ctx.get('num_cpus', '?')} CPUs at {ctx.get('mhz_per_cpu', '?')} MHz, "
           f"load average at start {', '.join(f'{x:.2f}' for x in ctx.get('load_avg', []))}; "
-          f"library build: {ctx.get('library_build_type', '?')}")
+          f"Google Benchmark library built as: {ctx.get('library_build_type', '?')}")
     print()
     print("### OpCache hits, one thread (ns/op; (a) seed port: shared_mutex + unordered_map<string>, "
           "(b) std::mutex + the same map, (c) unsynchronized open addressing, same hash)")

@@ -404,7 +404,7 @@ struct OpCache::Impl {
                                                         std::string_view module,
                                                         std::string_view func, std::uint64_t hash);
   [[gnu::noinline, gnu::cold]] DevicePtr scratch_miss(GpuBackend& gpu, std::string_view tag,
-                                                      std::size_t bytes, std::uint64_t hash);
+                                                      std::size_t bytes);
   [[gnu::noinline, gnu::cold]] bool first_n_miss(std::string_view key, std::uint64_t n,
                                                  std::uint64_t hash);
 };
@@ -507,11 +507,13 @@ DevicePtr OpCache::scratch(GpuBackend& gpu, std::string_view tag, std::size_t by
   if (const ScratchEntry* e = impl_->scratch.find(hash, match)) {
     if (const std::optional<DevicePtr> p = e->fits(bytes)) return *p;  // hit
   }
-  return impl_->scratch_miss(gpu, tag, bytes, hash);
+  // The miss path hashes again rather than keeping the hash alive through the hit path: fewer
+  // live values, so the hit needs no callee-saved registers.
+  return impl_->scratch_miss(gpu, tag, bytes);
 }
 
-DevicePtr OpCache::Impl::scratch_miss(GpuBackend& gpu, std::string_view tag, std::size_t bytes,
-                                      std::uint64_t hash) {
+DevicePtr OpCache::Impl::scratch_miss(GpuBackend& gpu, std::string_view tag, std::size_t bytes) {
+  const std::uint64_t hash = detail::hash_string(tag);
   // A new tag or a bigger request. Everything that can throw happens before the device
   // allocation, and nothing after it can, so a failure leaves the cache as it was and leaks
   // nothing.

@@ -23,6 +23,8 @@ namespace gpuplug {
 
 namespace fs = std::filesystem;
 
+constexpr std::uint32_t kMaxDevicesPerPlugin = 1024;
+
 std::string_view to_string(PluginState s) noexcept {
   switch (s) {
     case PluginState::available:
@@ -214,6 +216,16 @@ void probe(Entry& e) {
   switch (result.reason) {
     case GPUPLUG_PROBE_AVAILABLE:
       if (result.device_count == 0) return unavailable(PluginReason::no_device, "no device");
+      // A plausibility bound, so that a broken probe cannot make discovery describe billions
+      // of devices; no machine has more than a few dozen GPUs.
+      if (result.device_count > kMaxDevicesPerPlugin) {
+        e.info.state = PluginState::unavailable;
+        e.info.reason = PluginReason::probe_failed;
+        e.info.message = "probe reported " + std::to_string(result.device_count) +
+                         " devices (more than the " + std::to_string(kMaxDevicesPerPlugin) +
+                         " gpuplug accepts from one plugin)";
+        return;
+      }
       e.info.state = PluginState::available;
       e.info.reason = PluginReason::none;
       e.info.message = message;

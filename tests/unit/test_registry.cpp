@@ -103,6 +103,9 @@ BOOST_AUTO_TEST_CASE(every_fake_is_listed_with_its_reason) {
          "'probe' is null");
   expect("libgpuplug-fake_missing.so", PluginState::unavailable, PluginReason::driver_missing,
          "driver missing: libfakegpu.so.1 not found");
+  expect("libgpuplug-fake_many.so", PluginState::unavailable, PluginReason::probe_failed,
+         "probe reported 4294967295 devices");
+  BOOST_TEST(get("libgpuplug-fake_many.so").devices.empty());
   BOOST_TEST(get("libgpuplug-fake_missing.so").name == "fake_missing");
   BOOST_TEST(get("libgpuplug-fake_missing.so").vendor == "Fake GPUs Inc.");
   BOOST_TEST(get("libgpuplug-fake_missing.so").abi_version == GPUPLUG_ABI_VERSION);
@@ -162,7 +165,7 @@ BOOST_AUTO_TEST_CASE(discovery_order_follows_the_search_path) {
   for (; i < plugins.size() && plugins[i].path.parent_path() == fake_plugin_dir(); ++i) {
     fakes.push_back(plugins[i].path.filename().string());
   }
-  BOOST_TEST(fakes.size() == 9u);
+  BOOST_TEST(fakes.size() == 10u);
   BOOST_TEST(std::is_sorted(fakes.begin(), fakes.end()));
   // Nothing from the fake folder later, and the real host (also in the build tree's plugin
   // folder) is not listed twice.
