@@ -16,7 +16,7 @@
 #   GPUPLUG_SANITIZER           non-empty when building with a sanitizer: drops -Wl,--no-undefined
 #                               (the sanitizer runtime comes from the host process).
 #   GPUPLUG_PLUGIN_EXPORTS_MAP  a linker version script exporting only gpuplug_plugin_entry; the
-#                               package sets it (gpuplug's own plugins apply it themselves).
+#                               package and gpuplug's own top-level CMakeLists set it.
 include_guard(GLOBAL)
 include(GNUInstallDirs)
 

@@ -50,8 +50,9 @@ class Failure : public std::runtime_error {
 
 [[noreturn]] void fail(gpuplug_status_t status, std::string message);
 
-/// Checks a precondition; on failure throws Failure(status, message) with file and line appended
-/// at debug log level. Use for argument checks at the top of hooks.
+/// Checks a precondition; on failure throws Failure(status, message), which the table adapter
+/// turns into the returned status and the calling thread's last_error. Use for argument checks
+/// at the top of hooks; the message should name the argument and why it is refused.
 #define GPUPLUG_EXPECTS(cond, status, message)                   \
   do {                                                           \
     if (!(cond)) ::gpuplug::sdk::fail((status), (message));      \
