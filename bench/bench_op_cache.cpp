@@ -180,6 +180,9 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   try {
+    // This build's plugins, unless the caller chose others (an installed gpuplug is searched
+    // after GPUPLUG_PLUGIN_PATH, and must not be what gets measured).
+    ::setenv("GPUPLUG_PLUGIN_PATH", GPUPLUG_BENCH_PLUGIN_DIR, /*overwrite=*/0);
     auto world = std::make_unique<World>();
     g_world = world.get();
     world->registry.discover();

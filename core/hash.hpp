@@ -65,16 +65,16 @@ inline std::uint64_t hash_read32(const unsigned char* p) noexcept {
       a = (std::uint64_t{p[0]} << 16) | (std::uint64_t{p[len >> 1]} << 8) | p[len - 1];
     }
     return hash_mum(a ^ kHashSecret1 ^ (std::uint64_t{len} << 56), b ^ seed);
-  } else {
-    std::size_t left = len;
-    while (left > 16) {
-      seed = hash_mum(hash_read64(p) ^ kHashSecret1, hash_read64(p + 8) ^ seed);
-      p += 16;
-      left -= 16;
-    }
-    a = hash_read64(p + left - 16);
-    b = hash_read64(p + left - 8);
   }
+  // Longer keys: 16 bytes per multiply, then the last 16 bytes and a final fold.
+  std::size_t left = len;
+  while (left > 16) {
+    seed = hash_mum(hash_read64(p) ^ kHashSecret1, hash_read64(p + 8) ^ seed);
+    p += 16;
+    left -= 16;
+  }
+  a = hash_read64(p + left - 16);
+  b = hash_read64(p + left - 8);
   const hash_u128 r = static_cast<hash_u128>(a ^ kHashSecret1) * static_cast<hash_u128>(b ^ seed);
   a = static_cast<std::uint64_t>(r);
   b = static_cast<std::uint64_t>(r >> 64);
