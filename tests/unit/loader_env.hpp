@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "scoped_env.hpp"
+
 namespace gpuplug::test {
 
 inline std::filesystem::path fake_plugin_dir() { return GPUPLUG_TEST_FAKE_PLUGIN_DIR; }
@@ -19,29 +21,6 @@ inline std::filesystem::path host_plugin_file() {
 inline std::string loader_plugin_path() {
   return host_plugin_file().string() + ":" + fake_plugin_dir().string();
 }
-
-/// Sets (or unsets, with nullopt) an environment variable for one scope, then restores it.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    apply(value);
-  }
-  ~ScopedEnv() { apply(old_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  void apply(const std::optional<std::string>& value) {
-    if (value) {
-      ::setenv(name_, value->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 /// Global fixture: every loader test sees the fakes and no GPUPLUG_BACKEND from the caller.
 struct LoaderEnvironment {

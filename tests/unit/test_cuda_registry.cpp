@@ -12,30 +12,13 @@
 #include <optional>
 #include <string>
 
+#include "scoped_env.hpp"
+
 namespace {
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
-
-// Clears an environment variable for one test and puts it back after, so a caller's
-// GPUPLUG_BACKEND (scripts/device-check sets it) cannot change what "auto" means here.
-class ScopedUnsetenv {
- public:
-  explicit ScopedUnsetenv(const char* name) : name_(name) {
-    if (const char* v = std::getenv(name)) saved_ = v;
-    ::unsetenv(name);
-  }
-  ~ScopedUnsetenv() {
-    if (saved_) ::setenv(name_, saved_->c_str(), 1);
-  }
-  ScopedUnsetenv(const ScopedUnsetenv&) = delete;
-  ScopedUnsetenv& operator=(const ScopedUnsetenv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> saved_;
-};
 
 gpuplug::PluginInfo cuda_entry(const gpuplug::PluginRegistry& registry) {
   for (const gpuplug::PluginInfo& p : registry.plugins()) {
@@ -83,7 +66,7 @@ BOOST_AUTO_TEST_CASE(cuda_is_listed_with_its_status_and_reason) {
 }
 
 BOOST_AUTO_TEST_CASE(auto_prefers_cuda_or_falls_back_to_host_saying_why) {
-  ScopedUnsetenv no_override("GPUPLUG_BACKEND");
+  gpuplug::test::ScopedEnv no_override("GPUPLUG_BACKEND", std::nullopt);
   gpuplug::PluginRegistry registry;
   registry.discover();
   const gpuplug::PluginInfo cuda = cuda_entry(registry);

@@ -17,6 +17,8 @@
 #include <ostream>
 #include <string>
 
+#include "scoped_env.hpp"
+
 namespace gpuplug {
 // How Boost.Test prints the registry's enums in failed assertions (its ADL customisation point).
 inline std::ostream& boost_test_print_type(std::ostream& os, PluginState s) {
@@ -43,25 +45,6 @@ bool runtime_present() {
   return false;
 }
 bool kfd_present() { return std::filesystem::exists("/dev/kfd"); }
-
-// Clears an environment variable for one test and restores it after, so that a caller's
-// GPUPLUG_BACKEND cannot change what "auto" means here.
-class ScopedUnsetenv {
- public:
-  explicit ScopedUnsetenv(const char* name) : name_(name) {
-    if (const char* v = std::getenv(name)) saved_ = v;
-    ::unsetenv(name);
-  }
-  ~ScopedUnsetenv() {
-    if (saved_) ::setenv(name_, saved_->c_str(), 1);
-  }
-  ScopedUnsetenv(const ScopedUnsetenv&) = delete;
-  ScopedUnsetenv& operator=(const ScopedUnsetenv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> saved_;
-};
 
 gpuplug::PluginInfo hip_entry(const gpuplug::PluginRegistry& registry) {
   for (const gpuplug::PluginInfo& p : registry.plugins())
@@ -103,7 +86,7 @@ BOOST_AUTO_TEST_CASE(hip_is_listed_with_its_status_and_reason) {
 }
 
 BOOST_AUTO_TEST_CASE(auto_falls_back_to_host_saying_why_hip_was_passed_over) {
-  ScopedUnsetenv no_override("GPUPLUG_BACKEND");
+  gpuplug::test::ScopedEnv no_override("GPUPLUG_BACKEND", std::nullopt);
   gpuplug::PluginRegistry registry;
   registry.discover();
   const gpuplug::PluginInfo hip = hip_entry(registry);
