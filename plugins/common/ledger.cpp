@@ -3,8 +3,10 @@
 #include "ledger.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -23,12 +25,13 @@ std::string hex(std::uint64_t v) {
 
 std::string site_name(const std::string& site) { return site.empty() ? "<no site>" : site; }
 
+// (bytes, site) of each entry, for group_sites.
+using SizedSites = std::vector<std::pair<std::uint64_t, std::string_view>>;
+
 // Groups entries by site, largest total first; `top_n` = 0 means all.
-template <class It, class Get>
-std::vector<SiteUsage> group_sites(It first, It last, Get get, std::size_t top_n) {
+std::vector<SiteUsage> group_sites(const SizedSites& entries, std::size_t top_n) {
   std::unordered_map<std::string_view, SiteUsage> by_site;
-  for (It it = first; it != last; ++it) {
-    const auto& [bytes, site] = get(*it);
+  for (const auto& [bytes, site] : entries) {
     SiteUsage& u = by_site[site];
     if (u.count == 0) u.site = site;
     ++u.count;
@@ -44,6 +47,15 @@ std::vector<SiteUsage> group_sites(It first, It last, Get get, std::size_t top_n
   });
   if (top_n != 0 && sites.size() > top_n) sites.resize(top_n);
   return sites;
+}
+
+// The (bytes, site) of every slot of an exact index.
+template <class Table>
+SizedSites sized_sites(const Table& table) {
+  SizedSites out;
+  out.reserve(table.size());
+  table.for_each([&](const auto& s) { out.emplace_back(s.bytes, s.site->first); });
+  return out;
 }
 
 std::string format_sites(const std::vector<SiteUsage>& sites) {
@@ -73,36 +85,19 @@ std::string describe_bytes(std::uint64_t bytes) {
   return out + buf;
 }
 
-// ---- NodePool ------------------------------------------------------------------------------
-
-AllocationLedger::NodePool::~NodePool() {
-  while (free_ != nullptr) ::operator delete(std::exchange(free_, free_->next));
-}
-
-void* AllocationLedger::NodePool::allocate(std::size_t bytes) {
-  if (node_bytes_ == 0 && bytes >= sizeof(Free)) node_bytes_ = bytes;  // the map's node size
-  if (bytes == node_bytes_ && free_ != nullptr) return std::exchange(free_, free_->next);
-  return ::operator new(bytes);
-}
-
-void AllocationLedger::NodePool::deallocate(void* p, std::size_t bytes) noexcept {
-  if (bytes != node_bytes_) {
-    ::operator delete(p);
-    return;
-  }
-  free_ = ::new (p) Free{free_};
-}
-
-// ---- Reservation ---------------------------------------------------------------------------
-
-AllocationLedger::Reservation::Reservation(Reservation&& other) noexcept
-    : ledger_(std::exchange(other.ledger_, nullptr)), bytes_(other.bytes_), kind_(other.kind_) {}
-
-AllocationLedger::Reservation::~Reservation() {
-  if (ledger_ != nullptr) ledger_->unreserve(bytes_, kind_);
-}
-
 // ---- AllocationLedger ----------------------------------------------------------------------
+
+namespace {
+
+/// The level an extent is filed under: the smallest L with extent <= 2^L, capped at 63 (an
+/// extent above 2^63 then spans at most granules 0 and 1 of level 63, still two probes).
+std::uint32_t level_of(std::uint64_t extent) noexcept {
+  return std::min<std::uint32_t>(static_cast<std::uint32_t>(std::bit_width(extent - 1)), 63);
+}
+
+std::uint64_t extent_of(std::uint64_t bytes) noexcept { return std::max<std::uint64_t>(bytes, 1); }
+
+}  // namespace
 
 AllocationLedger::AllocationLedger(std::string owner,
                                    std::optional<std::uint64_t> device_memory_limit, LogSink log)
@@ -110,80 +105,103 @@ AllocationLedger::AllocationLedger(std::string owner,
 
 AllocationLedger::~AllocationLedger() = default;
 
-AllocationLedger::Reservation AllocationLedger::reserve(std::uint64_t bytes,
-                                                        gpuplug_alloc_kind_t kind) {
-  if (kind != GPUPLUG_ALLOC_DEVICE && kind != GPUPLUG_ALLOC_MANAGED)
-    fail(GPUPLUG_STATUS_INVALID_ARGUMENT, "unknown allocation kind " + std::to_string(kind));
-  if (kind == GPUPLUG_ALLOC_DEVICE && limit_) {
-    std::unique_lock lock(mutex_);
-    const std::uint64_t in_use = live_device_bytes_ + reserved_device_bytes_;
-    if (bytes > *limit_ || in_use > *limit_ - bytes) {
-      lock.unlock();
-      fail(GPUPLUG_STATUS_OUT_OF_MEMORY, "device_memory_limit of " + describe_bytes(*limit_) +
-                                             " reached: " + describe_bytes(in_use) + " live, " +
-                                             describe_bytes(bytes) + " requested");
-    }
-    reserved_device_bytes_ += bytes;
-  }
-  return Reservation(this, bytes, kind);
+void AllocationLedger::fail_unknown_kind(gpuplug_alloc_kind_t kind) {
+  fail(GPUPLUG_STATUS_INVALID_ARGUMENT, "unknown allocation kind " + std::to_string(kind));
 }
 
-void AllocationLedger::unreserve(std::uint64_t bytes, gpuplug_alloc_kind_t kind) noexcept {
-  if (kind != GPUPLUG_ALLOC_DEVICE || !limit_) return;
+AllocationLedger::Reservation AllocationLedger::reserve_against_limit(std::uint64_t bytes) {
   std::unique_lock lock(mutex_);
+  const std::uint64_t in_use = live_device_bytes_ + reserved_device_bytes_;
+  if (bytes > *limit_ || in_use > *limit_ - bytes) {
+    lock.unlock();
+    fail(GPUPLUG_STATUS_OUT_OF_MEMORY, "device_memory_limit of " + describe_bytes(*limit_) +
+                                           " reached: " + describe_bytes(in_use) + " live, " +
+                                           describe_bytes(bytes) + " requested");
+  }
+  reserved_device_bytes_ += bytes;
+  return Reservation(this, bytes, GPUPLUG_ALLOC_DEVICE);
+}
+
+void AllocationLedger::unreserve(std::uint64_t bytes) noexcept {
+  std::lock_guard lock(mutex_);
   reserved_device_bytes_ -= bytes;
 }
 
-AllocationLedger::Sites::value_type* AllocationLedger::intern(std::string_view site) {
-  // Allocations come in runs from one call site: compare with the last one before hashing.
-  if (last_site_ != nullptr && last_site_->first == site) return last_site_;
-  if (auto it = sites_.find(site); it != sites_.end()) return last_site_ = &*it;
+AllocationLedger::Site* AllocationLedger::intern(const char* site) {
+  const std::string_view name = site != nullptr ? std::string_view(site) : std::string_view();
+  if (auto it = sites_.find(name); it != sites_.end()) return last_site_ = &*it;
   if (sites_.size() >= prune_at_) {
     // Forget the sites no entry points at; grow the threshold so pruning stays amortised O(1).
     last_site_ = nullptr;
     std::erase_if(sites_, [](const auto& kv) { return kv.second == 0; });
     prune_at_ = std::max<std::size_t>(1024, 2 * sites_.size());
   }
-  return last_site_ = &*sites_.try_emplace(std::string(site), 0).first;
+  return last_site_ = &*sites_.try_emplace(std::string(name), 0).first;
 }
 
-void AllocationLedger::commit(Reservation&& reservation, std::uint64_t ptr, std::string_view site) {
+namespace {
+
+// Whether an interned site is `site` (null meaning ""): one pass, no strlen first.
+bool same_site(const std::string& interned, const char* site) noexcept {
+  return site != nullptr ? std::strcmp(interned.c_str(), site) == 0 : interned.empty();
+}
+
+}  // namespace
+
+void AllocationLedger::commit(Reservation&& reservation, std::uint64_t ptr, const char* site) {
   Reservation r(std::move(reservation));  // gives the bytes back if we throw
-  std::unique_lock lock(mutex_);
-  // Both may throw bad_alloc; nothing is recorded then (an unused interned site is harmless).
-  Sites::value_type* interned = intern(site);
-  auto [it, inserted] = entries_.try_emplace(ptr, Live{r.bytes_, r.kind_, interned});
-  if (!inserted) {
-    const std::uint64_t old_bytes = it->second.bytes;
-    lock.unlock();
-    fail(GPUPLUG_STATUS_INTERNAL, "the vendor returned " + hex(ptr) + ", which " + owner_ +
-                                      " still records as live (" + describe_bytes(old_bytes) + ")");
+  if (ptr == 0) fail(GPUPLUG_STATUS_INTERNAL, "the vendor returned a null pointer");
+  const std::uint64_t bytes = r.bytes_;
+  std::uint64_t duplicate_bytes = 0;
+  {
+    std::lock_guard lock(mutex_);
+    // Everything that may throw bad_alloc comes first, so a failure records nothing (an
+    // interned site no entry points at is harmless: it is pruned later). Allocations come in
+    // runs from one call site, so the last site is tried before the table.
+    Site* interned =
+        last_site_ != nullptr && same_site(last_site_->first, site) ? last_site_ : intern(site);
+    exact_.reserve_one();
+    if (noting_) {
+      if (unfiled_.size() >= compact_at_) compact_unfiled();
+      if (unfiled_.size() == unfiled_.capacity()) unfiled_.reserve(2 * unfiled_.size() + 16);
+    }
+    const Live* existing = exact_.insert_unique(Live{ptr, bytes, interned, r.kind_, 0},
+                                                [&](const Live& s) { return s.ptr == ptr; });
+    if (existing == nullptr) {
+      if (noting_) unfiled_.push_back(ptr);  // room reserved above: cannot throw
+      interned->second += 1;
+      if (r.kind_ == GPUPLUG_ALLOC_DEVICE) {
+        if (r.ledger_ != nullptr) reserved_device_bytes_ -= bytes;
+        live_device_bytes_ += bytes;
+      } else {
+        counters_.live_managed_bytes += bytes;
+      }
+      r.ledger_ = nullptr;  // committed: nothing to give back
+      counters_.live_bytes += bytes;
+      counters_.live_count += 1;
+      counters_.total_allocs += 1;
+      counters_.peak_bytes = std::max(counters_.peak_bytes, counters_.live_bytes);
+      return;
+    }
+    duplicate_bytes = existing->bytes;
   }
-  interned->second += 1;
-  const bool device = r.kind_ == GPUPLUG_ALLOC_DEVICE;
-  if (device) {
-    if (limit_) reserved_device_bytes_ -= r.bytes_;
-    live_device_bytes_ += r.bytes_;
-  } else {
-    counters_.live_managed_bytes += r.bytes_;
-  }
-  r.ledger_ = nullptr;  // committed: nothing to give back
-  counters_.live_bytes += r.bytes_;
-  counters_.live_count += 1;
-  counters_.total_allocs += 1;
-  counters_.peak_bytes = std::max(counters_.peak_bytes, counters_.live_bytes);
+  fail(GPUPLUG_STATUS_INTERNAL, "the vendor returned " + hex(ptr) + ", which " + owner_ +
+                                    " still records as live (" + describe_bytes(duplicate_bytes) +
+                                    ")");
 }
 
-AllocationLedger::Live AllocationLedger::remove(std::uint64_t ptr,
-                                                std::unique_lock<std::shared_mutex>& lock) {
-  auto it = entries_.find(ptr);
-  if (it == entries_.end()) {
-    lock.unlock();
-    fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
-         "free of " + hex(ptr) + ": not allocated by " + owner_ + " (or already freed)");
+bool AllocationLedger::remove(std::uint64_t ptr, Live& live) noexcept {
+  if (!exact_.erase(
+          detail::mix(ptr), [&](const Live& s) { return s.ptr == ptr; }, live))
+    return false;
+  if (live.filed != 0) {
+    const std::uint32_t level = level_of(extent_of(live.bytes));
+    Filed filed;
+    filed_.erase(
+        FiledTraits::key_hash(ptr >> level, level), [&](const Filed& s) { return s.ptr == ptr; },
+        filed);
+    if (--level_count_[level] == 0) level_mask_ &= ~(std::uint64_t{1} << level);
   }
-  const Live live = it->second;
-  entries_.erase(it);
   if (live.kind == GPUPLUG_ALLOC_DEVICE)
     live_device_bytes_ -= live.bytes;
   else
@@ -191,69 +209,131 @@ AllocationLedger::Live AllocationLedger::remove(std::uint64_t ptr,
   counters_.live_bytes -= live.bytes;
   counters_.live_count -= 1;
   counters_.total_frees += 1;
-  return live;
+  return true;
+}
+
+void AllocationLedger::fail_not_live(std::uint64_t ptr) const {
+  fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+       "free of " + hex(ptr) + ": not allocated by " + owner_ + " (or already freed)");
 }
 
 LedgerEntry AllocationLedger::release(std::uint64_t ptr) {
-  std::unique_lock lock(mutex_);
-  // The site is copied before anything changes, so a bad_alloc leaves the entry in place.
-  std::string site;
-  if (auto it = entries_.find(ptr); it != entries_.end()) site = it->second.site->first;
-  const Live live = remove(ptr, lock);
-  live.site->second -= 1;
-  return LedgerEntry{ptr, live.bytes, live.kind, std::move(site)};
+  LedgerEntry entry{ptr, 0, GPUPLUG_ALLOC_DEVICE, {}};
+  {
+    std::lock_guard lock(mutex_);
+    // The site is copied before anything changes, so a bad_alloc leaves the entry in place.
+    if (const Live* s = exact_.find(detail::mix(ptr), [&](const Live& l) { return l.ptr == ptr; }))
+      entry.site = s->site->first;
+    Live live;
+    if (remove(ptr, live)) {
+      live.site->second -= 1;
+      entry.bytes = live.bytes;
+      entry.kind = live.kind;
+      return entry;
+    }
+  }
+  fail_not_live(ptr);
 }
 
 gpuplug_alloc_kind_t AllocationLedger::release_kind(std::uint64_t ptr) {
-  std::unique_lock lock(mutex_);
-  const Live live = remove(ptr, lock);
-  live.site->second -= 1;
-  return live.kind;
+  {
+    std::lock_guard lock(mutex_);
+    Live live;
+    if (remove(ptr, live)) {
+      live.site->second -= 1;
+      return live.kind;
+    }
+  }
+  fail_not_live(ptr);
 }
 
 std::optional<LedgerEntry> AllocationLedger::find(std::uint64_t address) const {
-  std::shared_lock lock(mutex_);
-  auto it = entries_.upper_bound(address);  // first entry starting after address
-  if (it == entries_.begin()) return std::nullopt;
-  --it;
-  const std::uint64_t base = it->first;
-  const std::uint64_t extent = std::max<std::uint64_t>(it->second.bytes, 1);
-  if (address - base >= extent) return std::nullopt;
-  return LedgerEntry{base, it->second.bytes, it->second.kind, {}};
+  std::lock_guard lock(mutex_);
+  // Most lookups name an allocation's own pointer: one probe of the exact index.
+  if (const Live* s =
+          exact_.find(detail::mix(address), [&](const Live& l) { return l.ptr == address; }))
+    return LedgerEntry{s->ptr, s->bytes, s->kind, {}};
+  if (filed_.size() != exact_.size()) file_pending();
+  const auto contains = [&](const Filed& s) { return address - s.ptr < extent_of(s.bytes); };
+  for (std::uint64_t levels = level_mask_; levels != 0; levels &= levels - 1) {
+    const auto level = static_cast<std::uint32_t>(std::countr_zero(levels));
+    const std::uint64_t granule = address >> level;
+    // An allocation containing `address` starts in its granule or in the one before.
+    for (std::uint64_t g : {granule, granule - 1}) {
+      if (g > granule) break;  // granule 0 has none before it
+      const Filed* s = filed_.find(FiledTraits::key_hash(g, level), [&](const Filed& f) {
+        return f.granule == g && f.level == level && contains(f);
+      });
+      if (s != nullptr) return LedgerEntry{s->ptr, s->bytes, s->kind, {}};
+    }
+  }
+  return std::nullopt;
+}
+
+void AllocationLedger::file_pending() const {
+  filed_.reserve(exact_.size());  // the one step that may throw
+  const auto file = [&](Live& live) {
+    live.filed = 1;
+    const std::uint32_t level = level_of(extent_of(live.bytes));
+    filed_.insert(Filed{live.ptr, live.ptr >> level, live.bytes, level, live.kind});
+    if (level_count_[level]++ == 0) level_mask_ |= std::uint64_t{1} << level;
+  };
+  if (!noting_) {
+    // The first filing: nothing was noted, so look at every entry, and note from now on.
+    exact_.for_each([&](Live& live) {
+      if (live.filed == 0) file(live);
+    });
+    noting_ = true;
+  } else {
+    for (const std::uint64_t ptr : unfiled_) {
+      Live* live = exact_.find(detail::mix(ptr), [&](const Live& s) { return s.ptr == ptr; });
+      if (live != nullptr && live->filed == 0) file(*live);  // else freed since, or noted twice
+    }
+  }
+  unfiled_.clear();
+  compact_at_ = 64;
+}
+
+void AllocationLedger::compact_unfiled() const noexcept {
+  // Keep one note per live unfiled entry: mark each kept entry (filed = 2) so a second note of
+  // the same pointer is dropped, then clear the marks.
+  constexpr std::uint32_t kKept = 2;
+  std::size_t kept = 0;
+  for (const std::uint64_t ptr : unfiled_) {
+    Live* live = exact_.find(detail::mix(ptr), [&](const Live& s) { return s.ptr == ptr; });
+    if (live == nullptr || live->filed != 0) continue;
+    live->filed = kKept;
+    unfiled_[kept++] = ptr;
+  }
+  unfiled_.resize(kept);
+  for (const std::uint64_t ptr : unfiled_)
+    exact_.find(detail::mix(ptr), [&](const Live& s) { return s.ptr == ptr; })->filed = 0;
+  // Compact again only after the notes double: each note is examined O(1) times, amortised.
+  compact_at_ = std::max<std::size_t>(64, 2 * kept);
 }
 
 LedgerCounters AllocationLedger::counters() const {
-  std::shared_lock lock(mutex_);
+  std::lock_guard lock(mutex_);
   return counters_;
 }
 
 std::uint64_t AllocationLedger::live_device_bytes() const {
-  std::shared_lock lock(mutex_);
+  std::lock_guard lock(mutex_);
   return live_device_bytes_;
 }
 
 std::vector<SiteUsage> AllocationLedger::top_sites(std::size_t top_n) const {
-  std::shared_lock lock(mutex_);
-  return group_sites(
-      entries_.begin(), entries_.end(),
-      [](const auto& kv) {
-        return std::pair<std::uint64_t, std::string_view>(kv.second.bytes, kv.second.site->first);
-      },
-      top_n);
+  std::lock_guard lock(mutex_);
+  return group_sites(sized_sites(exact_), top_n);
 }
 
 std::string AllocationLedger::report(std::size_t top_n) const {
   LedgerCounters c;
   std::vector<SiteUsage> sites;
   {
-    std::shared_lock lock(mutex_);
+    std::lock_guard lock(mutex_);
     c = counters_;
-    sites = group_sites(
-        entries_.begin(), entries_.end(),
-        [](const auto& kv) {
-          return std::pair<std::uint64_t, std::string_view>(kv.second.bytes, kv.second.site->first);
-        },
-        top_n);
+    sites = group_sites(sized_sites(exact_), top_n);
   }
   std::string out = owner_ + ": ";
   if (c.live_count == 0) {
@@ -280,11 +360,16 @@ SweepResult AllocationLedger::sweep(
     const std::function<void(std::uint64_t ptr, gpuplug_alloc_kind_t kind)>& vendor_free,
     std::size_t top_n) noexcept {
   SweepResult result;
-  Entries taken{Entries::allocator_type(&pool_)};  // same pool: the swap below moves no node
+  detail::FlatTable<Live, LiveTraits> taken;  // swapped in: allocates nothing under the lock
   {
     // Entries leave the ledger before the vendor frees them (the ordering rule).
-    std::unique_lock lock(mutex_);
-    taken.swap(entries_);
+    std::lock_guard lock(mutex_);
+    taken.swap(exact_);
+    detail::FlatTable<Filed, FiledTraits>().swap(filed_);
+    std::vector<std::uint64_t>().swap(unfiled_);
+    compact_at_ = 64;
+    level_count_.fill(0);
+    level_mask_ = 0;
     result.count = taken.size();
     result.bytes = counters_.live_bytes;
     result.managed_bytes = counters_.live_managed_bytes;
@@ -295,21 +380,16 @@ SweepResult AllocationLedger::sweep(
     live_device_bytes_ = 0;
   }
   if (taken.empty()) return result;
-  for (const auto& [ptr, live] : taken) {
+  taken.for_each([&](const Live& live) {
     try {
-      vendor_free(ptr, live.kind);
+      vendor_free(live.ptr, live.kind);
     } catch (...) {
       ++result.failed;
-      note_sweep_failure(ptr, std::current_exception());
+      note_sweep_failure(live.ptr, std::current_exception());
     }
-  }
+  });
   try {
-    result.top_sites = group_sites(
-        taken.begin(), taken.end(),
-        [](const auto& kv) {
-          return std::pair<std::uint64_t, std::string_view>(kv.second.bytes, kv.second.site->first);
-        },
-        top_n);
+    result.top_sites = group_sites(sized_sites(taken), top_n);
     log(GPUPLUG_LOG_WARNING,
         "swept " + std::to_string(result.count) +
             (result.count == 1 ? " unreleased allocation, " : " unreleased allocations, ") +
@@ -317,11 +397,10 @@ SweepResult AllocationLedger::sweep(
   } catch (...) {
     log(GPUPLUG_LOG_WARNING, "swept unreleased allocations");  // out of memory while reporting
   }
-  // The nodes go back to the pool, and the sites lose their entries, under the lock: both are
-  // shared with concurrent commits. Until here the counts kept the sites read above alive.
-  std::unique_lock lock(mutex_);
-  for (const auto& [ptr, live] : taken) live.site->second -= 1;
-  taken.clear();
+  // The sites lose their entries under the lock: they are shared with concurrent commits. Until
+  // here the counts kept the sites read above alive.
+  std::lock_guard lock(mutex_);
+  taken.for_each([](const Live& live) { live.site->second -= 1; });
   return result;
 }
 

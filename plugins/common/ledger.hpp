@@ -4,18 +4,21 @@
 
 #include <gpuplug/abi.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <optional>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
+
+#include "flat_table.hpp"
+#include "spin_mutex.hpp"
 
 namespace gpuplug::sdk {
 
@@ -62,6 +65,28 @@ struct SweepResult {
 /// reserving the bytes under the lock before the vendor allocation, so concurrent allocations
 /// cannot overshoot it; a failed vendor allocation gives its reservation back.
 ///
+/// Cost: alloc and free are on an application's hot path, so each takes the lock once (a
+/// SpinMutex: one atomic exchange) and does O(1) work there: the exact index (a hash table by
+/// pointer) gains or loses one slot, and nothing is allocated once the tables have grown to
+/// the peak number of live entries. A device_memory_limit adds one lock for the reservation.
+/// docs/PERFORMANCE.md has the measured cost against a bare aligned_alloc + free.
+///
+/// Interval index (for `find`, which must also locate interior pointers): an allocation whose
+/// extent e = max(bytes, 1) satisfies 2^(L-1) < e <= 2^L is filed under level L and its start
+/// granule base >> L. It can then reach into the next granule but no further, so an address
+/// `a` lies inside some level-L allocation only if that allocation starts in granule a >> L or
+/// the one before; and since disjoint level-L allocations are longer than half a granule, at
+/// most two start in any granule. `find` probes two granules per level in use (a mask of the
+/// levels with filed entries): O(levels in use), never O(entries).
+/// Allocations are filed lazily, by the first `find` that misses the exact index (an interior
+/// pointer) while some live allocation is unfiled: an allocation freed before such a `find` (a
+/// temporary buffer, the common case on the hot path) is never filed at all, and a program
+/// that never looks up interior pointers never files anything. The first filing scans the
+/// exact index once and from then on `commit` notes each new pointer in `unfiled_`, so each
+/// later filing examines only the allocations made since the last: O(1) per allocation,
+/// amortised. `unfiled_` is compacted (dead pointers dropped) whenever it outgrows twice the
+/// live count, so it stays O(live entries) between finds.
+///
 /// Thread-safety: every member may be called concurrently. Errors are sdk::Failure:
 /// OUT_OF_MEMORY past the limit, INVALID_ARGUMENT for an unknown or already-freed pointer.
 class AllocationLedger {
@@ -78,29 +103,45 @@ class AllocationLedger {
   AllocationLedger& operator=(const AllocationLedger&) = delete;
   ~AllocationLedger();
 
-  /// Bytes reserved against the limit between `reserve` and `commit`. Destroying an uncommitted
-  /// reservation gives the bytes back (the vendor allocation failed).
+  /// Bytes of `kind` on their way into the ledger, between `reserve` and `commit`. When a
+  /// device_memory_limit applies they are reserved against it, and destroying an uncommitted
+  /// reservation gives them back (the vendor allocation failed).
   class Reservation {
    public:
-    Reservation(Reservation&& other) noexcept;
+    Reservation(Reservation&& other) noexcept
+        : ledger_(std::exchange(other.ledger_, nullptr)),
+          bytes_(other.bytes_),
+          kind_(other.kind_) {}
     Reservation& operator=(Reservation&&) = delete;
-    ~Reservation();
+    ~Reservation() {
+      if (ledger_ != nullptr) ledger_->unreserve(bytes_);
+    }
 
    private:
     friend class AllocationLedger;
-    Reservation(AllocationLedger* ledger, std::uint64_t bytes, gpuplug_alloc_kind_t kind) noexcept
-        : ledger_(ledger), bytes_(bytes), kind_(kind) {}
-    AllocationLedger* ledger_;  // null once committed or moved from
+    Reservation(AllocationLedger* holder, std::uint64_t bytes, gpuplug_alloc_kind_t kind) noexcept
+        : ledger_(holder), bytes_(bytes), kind_(kind) {}
+    AllocationLedger* ledger_;  // non-null while bytes are held against the limit
     std::uint64_t bytes_;
     gpuplug_alloc_kind_t kind_;
   };
 
   /// Reserves `bytes` of `kind`. Throws Failure(OUT_OF_MEMORY) naming the limit, the live bytes
-  /// and the request when a device allocation would pass device_memory_limit.
-  Reservation reserve(std::uint64_t bytes, gpuplug_alloc_kind_t kind);
-  /// Records `ptr` for a reservation. Throws Failure(INTERNAL) if `ptr` is already live (the
+  /// and the request when a device allocation would pass device_memory_limit, and
+  /// Failure(INVALID_ARGUMENT) for a kind that is neither device nor managed. Without a limit
+  /// (or for managed memory) it takes no lock.
+  Reservation reserve(std::uint64_t bytes, gpuplug_alloc_kind_t kind) {
+    if (kind == GPUPLUG_ALLOC_DEVICE) {
+      if (limit_) return reserve_against_limit(bytes);
+    } else if (kind != GPUPLUG_ALLOC_MANAGED) {
+      fail_unknown_kind(kind);
+    }
+    return Reservation(nullptr, bytes, kind);
+  }
+  /// Records `ptr` for a reservation, tagged with `site` (a NUL-terminated call-site tag, copied
+  /// when new; null means none). Throws Failure(INTERNAL) if `ptr` is null or already live (the
   /// vendor handed out an address twice); the reservation is then given back.
-  void commit(Reservation&& reservation, std::uint64_t ptr, std::string_view site);
+  void commit(Reservation&& reservation, std::uint64_t ptr, const char* site);
   /// Removes `ptr` and returns its entry; the caller frees it at the vendor afterwards.
   /// Throws Failure(INVALID_ARGUMENT) "free of 0x..: not allocated by <owner> (or already freed)".
   LedgerEntry release(std::uint64_t ptr);
@@ -111,7 +152,7 @@ class AllocationLedger {
   /// reserve, vendor_alloc(), commit; frees the vendor pointer with vendor_free(ptr) if the
   /// commit fails. Returns the pointer. vendor_alloc throws on failure.
   template <class Alloc, class Free>
-  std::uint64_t allocate(std::uint64_t bytes, gpuplug_alloc_kind_t kind, std::string_view site,
+  std::uint64_t allocate(std::uint64_t bytes, gpuplug_alloc_kind_t kind, const char* site,
                          Alloc&& vendor_alloc, Free&& vendor_free) {
     Reservation r = reserve(bytes, kind);
     const std::uint64_t ptr = vendor_alloc();
@@ -124,8 +165,8 @@ class AllocationLedger {
     return ptr;
   }
 
-  /// The live allocation containing `address` ({ptr, bytes}, site left empty), if any. A
-  /// zero-byte allocation contains its own pointer only.
+  /// The live allocation containing `address` ({ptr, bytes, kind}, site left empty), if any.
+  /// A zero-byte allocation contains its own pointer only. O(levels in use); see above.
   std::optional<LedgerEntry> find(std::uint64_t address) const;
 
   LedgerCounters counters() const;
@@ -148,8 +189,8 @@ class AllocationLedger {
 
  private:
   // Call sites, interned: an entry points at its site's string instead of owning a copy, so
-  // commit and release allocate nothing for the site (the hot path). `live` counts the entries
-  // that point at the site; sites with none are pruned when the table grows past
+  // commit and release allocate nothing for the site (the hot path). The count is the number
+  // of entries that point at the site; sites with none are pruned when the table grows past
   // `prune_at_`, so callers that pass ever-new site strings cannot grow it without bound.
   struct SiteHash {
     using is_transparent = void;
@@ -158,58 +199,54 @@ class AllocationLedger {
     }
   };
   using Sites = std::unordered_map<std::string, std::uint64_t, SiteHash, std::equal_to<>>;
+  using Site = Sites::value_type;  // node-based: a Site never moves while it is in the map
 
+  // The exact index: one slot per live allocation, keyed by its pointer (0 = empty slot, which
+  // is why a null vendor pointer is refused).
   struct Live {
+    std::uint64_t ptr;
     std::uint64_t bytes;
+    Site* site;  // interned; never null in an occupied slot
     gpuplug_alloc_kind_t kind;
-    Sites::value_type* site;  // interned; never null; its `second` counts this entry
+    std::uint32_t filed;  // 1 once the allocation is in the interval index
   };
-
-  // Recycles the map's nodes (one size: a tree node of Entries): commit and release run under
-  // the exclusive lock and would otherwise call malloc and free for every allocation. Used only
-  // under `mutex_` held exclusively (or with exclusive use of the ledger). Keeps at most the
-  // peak number of live entries; freed with the ledger.
-  class NodePool {
-   public:
-    NodePool() = default;
-    NodePool(const NodePool&) = delete;
-    NodePool& operator=(const NodePool&) = delete;
-    ~NodePool();
-    void* allocate(std::size_t bytes);
-    void deallocate(void* p, std::size_t bytes) noexcept;
-
-   private:
-    struct Free {
-      Free* next;
-    };
-    Free* free_ = nullptr;
-    std::size_t node_bytes_ = 0;  // the one size pooled; other sizes go to operator new
+  struct LiveTraits {
+    static bool empty(const Live& s) noexcept { return s.ptr == 0; }
+    static std::uint64_t hash(const Live& s) noexcept { return detail::mix(s.ptr); }
   };
-
-  template <class T>
-  struct PoolAllocator {
-    using value_type = T;
-    NodePool* pool;
-    explicit PoolAllocator(NodePool* p) noexcept : pool(p) {}
-    template <class U>
-    PoolAllocator(const PoolAllocator<U>& other) noexcept : pool(other.pool) {}
-    T* allocate(std::size_t n) { return static_cast<T*>(pool->allocate(n * sizeof(T))); }
-    void deallocate(T* p, std::size_t n) noexcept { pool->deallocate(p, n * sizeof(T)); }
-    template <class U>
-    bool operator==(const PoolAllocator<U>& other) const noexcept {
-      return pool == other.pool;
+  // The interval index: one slot per filed allocation, keyed by (level, start granule).
+  struct Filed {
+    std::uint64_t ptr;  // 0 = empty slot
+    std::uint64_t granule;
+    std::uint64_t bytes;
+    std::uint32_t level;
+    gpuplug_alloc_kind_t kind;
+  };
+  struct FiledTraits {
+    static std::uint64_t key_hash(std::uint64_t granule, std::uint32_t level) noexcept {
+      return detail::mix(granule ^ (std::uint64_t{level} << 57 | std::uint64_t{level}));
     }
+    static bool empty(const Filed& s) noexcept { return s.ptr == 0; }
+    static std::uint64_t hash(const Filed& s) noexcept { return key_hash(s.granule, s.level); }
   };
+  static constexpr unsigned kLevels = 64;  // level 63 also takes every extent above 2^63
 
-  using Entries = std::map<std::uint64_t, Live, std::less<>,
-                           PoolAllocator<std::pair<const std::uint64_t, Live>>>;
-
-  void unreserve(std::uint64_t bytes, gpuplug_alloc_kind_t kind) noexcept;
-  /// Under the exclusive lock: the interned site (inserted when new), its count not yet raised.
-  Sites::value_type* intern(std::string_view site);
-  /// Under the exclusive lock: removes `ptr`'s entry and updates the counters; the site's count
-  /// is dropped by the caller once it is done with the site.
-  Live remove(std::uint64_t ptr, std::unique_lock<std::shared_mutex>& lock);
+  Reservation reserve_against_limit(std::uint64_t bytes);
+  void unreserve(std::uint64_t bytes) noexcept;
+  [[noreturn]] static void fail_unknown_kind(gpuplug_alloc_kind_t kind);
+  /// Under the lock: the interned site (inserted when new), its count not yet raised. Callers
+  /// try `last_site_` first: allocations come in runs from one call site.
+  Site* intern(const char* site);
+  /// Under the lock: removes `ptr` from the indexes and the counters into `out` (the site's
+  /// count is the caller's to drop); false, changing nothing, when it is not live.
+  bool remove(std::uint64_t ptr, Live& out) noexcept;
+  [[noreturn]] void fail_not_live(std::uint64_t ptr) const;
+  /// Under the lock: files every live unfiled allocation (from the notes in `unfiled_`, or by
+  /// a scan of `exact_` the first time, which also starts the noting), then forgets the notes.
+  /// May throw bad_alloc before it changes anything.
+  void file_pending() const;
+  /// Under the lock: drops the notes of allocations that are dead or filed already.
+  void compact_unfiled() const noexcept;
   void log(gpuplug_log_level_t level, std::string_view message) const noexcept;
   void note_sweep_failure(std::uint64_t ptr, const std::exception_ptr& error) const noexcept;
 
@@ -217,15 +254,24 @@ class AllocationLedger {
   const std::optional<std::uint64_t> limit_;
   const LogSink log_;
 
-  mutable std::shared_mutex mutex_;
-  // Guarded by mutex_. Invariants: live_device_bytes_ + reserved_device_bytes_ <= *limit_ when a
-  // limit is set; counters_.live_* are the sums over entries_; each site's count is the number
-  // of entries (in entries_, or being swept) that point at it. pool_ is declared before
-  // entries_ so that it outlives every node.
-  NodePool pool_;
-  Entries entries_{Entries::allocator_type(&pool_)};  // ordered: `find` locates interior pointers
+  mutable detail::SpinMutex mutex_;
+  // Guarded by mutex_. Invariants: `filed_` holds exactly the entries of `exact_` whose `filed`
+  // is 1; while `noting_`, every entry whose `filed` is 0 is noted in `unfiled_` (which may also
+  // note dead or filed pointers: they are skipped), and before, `unfiled_` is empty;
+  // level_count_[L] is the number of filed entries at level L, and bit L of level_mask_ is set
+  // exactly when it is non-zero; live_device_bytes_ + reserved_device_bytes_ <= *limit_ when a
+  // limit is set; counters_.live_* are the sums over the entries; each site's count is the number
+  // of entries (live, or being swept) that point at it. The interval index is filed by `find`, a
+  // const member, hence `mutable`.
+  mutable detail::FlatTable<Live, LiveTraits> exact_;  // `find` sets `filed` in place
+  mutable detail::FlatTable<Filed, FiledTraits> filed_;
+  mutable std::vector<std::uint64_t> unfiled_;
+  mutable std::size_t compact_at_ = 64;  // unfiled_.size() that triggers compact_unfiled
+  mutable bool noting_ = false;          // set by the first filing, for the ledger's lifetime
+  mutable std::array<std::uint64_t, kLevels> level_count_{};
+  mutable std::uint64_t level_mask_ = 0;
   Sites sites_;
-  Sites::value_type* last_site_ = nullptr;  // the last site interned: most calls repeat it
+  Site* last_site_ = nullptr;  // the last site interned: most calls repeat it
   std::size_t prune_at_ = 1024;
   LedgerCounters counters_;
   std::uint64_t live_device_bytes_ = 0;

@@ -297,7 +297,7 @@ std::uint64_t allocate(Device& d, std::uint64_t bytes, const char* site,
   // byte, the ledger records zero (so any access through it is a range error).
   const std::uint64_t vendor_bytes = std::max<std::uint64_t>(bytes, 1);
   return d.ledger().allocate(
-      bytes, kind, site != nullptr ? std::string_view(site) : std::string_view(),
+      bytes, kind, site,
       [&] {
         const std::uint64_t p = kind == GPUPLUG_ALLOC_DEVICE ? d.vendor_alloc(vendor_bytes)
                                                              : d.vendor_alloc_managed(vendor_bytes);

@@ -2,10 +2,14 @@
 // AllocationLedger on its own: accounting, peak, device_memory_limit, unknown and double frees,
 // zero-byte entries, reports, sweep, and a many-thread hammer that must end with exact counts.
 #define BOOST_TEST_MODULE ledger
+#include <algorithm>
 #include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <cstdint>
+#include <map>
 #include <mutex>
+#include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -43,9 +47,8 @@ struct FakeVendor {
 
 std::uint64_t alloc(AllocationLedger& l, FakeVendor& v, std::uint64_t bytes,
                     gpuplug_alloc_kind_t kind = GPUPLUG_ALLOC_DEVICE, const char* site = "test") {
-  const std::string_view tag = site != nullptr ? site : "";  // what the SDK passes for a null site
   return l.allocate(
-      bytes, kind, tag, [&] { return v.alloc(bytes); }, [&](std::uint64_t p) { v.free(p); });
+      bytes, kind, site, [&] { return v.alloc(bytes); }, [&](std::uint64_t p) { v.free(p); });
 }
 
 void free(AllocationLedger& l, FakeVendor& v, std::uint64_t p) {
@@ -111,6 +114,109 @@ BOOST_AUTO_TEST_CASE(find_locates_interior_pointers) {
   BOOST_TEST(!l.find(z + 1).has_value());
   free(l, v, a);
   free(l, v, z);
+}
+
+// The interval index against a std::map model: allocations of every size class from 0 bytes
+// to 4 MiB packed edge to edge (so neighbours touch), random frees and address reuse, and
+// lookups at bases, interiors, last bytes, one-past-the-end and gaps. The first rounds run
+// before any interior lookup (the lazy path), later ones with the ledger noting new pointers,
+// long enough for the notes to be compacted.
+BOOST_AUTO_TEST_CASE(find_matches_a_model_under_churn) {
+  AllocationLedger l("test:0");
+  std::map<std::uint64_t, std::uint64_t> model;  // base -> bytes
+  std::vector<std::uint64_t> freed;              // addresses to hand out again
+  std::mt19937_64 rng(42);
+  std::uint64_t next = 0x7f0000000000;
+  const auto expected = [&](std::uint64_t a) -> std::optional<std::uint64_t> {
+    auto it = model.upper_bound(a);
+    if (it == model.begin()) return std::nullopt;
+    --it;
+    if (a - it->first < std::max<std::uint64_t>(it->second, 1)) return it->first;
+    return std::nullopt;
+  };
+  const auto check = [&](std::uint64_t a) {
+    const auto want = expected(a);
+    const auto got = l.find(a);
+    BOOST_REQUIRE_EQUAL(got.has_value(), want.has_value());
+    if (got) {
+      BOOST_REQUIRE_EQUAL(got->ptr, *want);
+      BOOST_REQUIRE_EQUAL(got->bytes, model.at(*want));
+    }
+  };
+  for (int step = 0; step < 40000; ++step) {
+    const bool interior_lookups = step >= 2000;
+    const bool quiet = step >= 30000 && step < 34000;  // no lookups: the notes pile up
+    const unsigned op = quiet ? rng() % 5 : rng() % 8;
+    if (op < 3 || model.empty()) {
+      // Sizes spread over every level: 0, 1, and 2^k +- a little up to 4 MiB.
+      const unsigned shift = rng() % 23;
+      std::uint64_t bytes = rng() % 3 == 0 ? (rng() % 2) : (std::uint64_t{1} << shift) + rng() % 7;
+      std::uint64_t p = 0;
+      if (!freed.empty() && rng() % 2 == 0) {  // reuse a freed base, as a vendor would
+        p = freed.back();
+        freed.pop_back();
+        if (expected(p)) continue;  // now covered by a larger allocation
+        auto after = model.upper_bound(p);
+        if (after != model.end()) bytes = std::min(bytes, after->first - p);
+      } else {
+        p = next;
+        next += std::max<std::uint64_t>(bytes, 1);  // edge to edge
+      }
+      auto r = l.reserve(bytes, GPUPLUG_ALLOC_DEVICE);
+      l.commit(std::move(r), p, "churn");
+      model.emplace(p, bytes);
+    } else if (op < 5) {
+      auto it = std::next(model.begin(), static_cast<long>(rng() % model.size()));
+      l.release(it->first);
+      freed.push_back(it->first);
+      model.erase(it);
+    } else {
+      auto it = std::next(model.begin(), static_cast<long>(rng() % model.size()));
+      const std::uint64_t base = it->first, extent = std::max<std::uint64_t>(it->second, 1);
+      check(base);
+      check(base + extent);  // one past the end: the neighbour, a gap or nothing
+      check(base - 1);
+      if (interior_lookups) {
+        check(base + extent - 1);
+        check(base + rng() % extent);
+      }
+    }
+  }
+  const auto c = l.counters();
+  BOOST_TEST(c.live_count == model.size());
+  for (const auto& [base, bytes] : model) l.release(base);
+  BOOST_TEST(l.counters().live_bytes == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(find_at_the_ends_of_the_address_space) {
+  AllocationLedger l("test:0");
+  const std::uint64_t top = ~std::uint64_t{0} - 0xfff;      // the last 4 KiB
+  const std::uint64_t huge = (std::uint64_t{1} << 63) + 5;  // level 63, spans granules 0 and 1
+  auto r1 = l.reserve(0x1000, GPUPLUG_ALLOC_DEVICE);
+  l.commit(std::move(r1), top, "top");
+  auto r2 = l.reserve(huge, GPUPLUG_ALLOC_MANAGED);
+  l.commit(std::move(r2), 0x1000, "huge");
+  BOOST_TEST(l.find(~std::uint64_t{0})->ptr == top);  // the very last byte
+  BOOST_TEST(l.find(0x1000 + huge - 1)->ptr == 0x1000u);
+  BOOST_TEST(l.find(0x1000 + (std::uint64_t{1} << 63))->bytes == huge);
+  BOOST_TEST(!l.find(0x1000 + huge).has_value());
+  BOOST_TEST(!l.find(0xfff).has_value());
+  BOOST_TEST(!l.find(0).has_value());
+  l.release(top);
+  l.release(0x1000);
+  BOOST_TEST(!l.find(~std::uint64_t{0}).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_null_vendor_pointer_is_refused_and_gives_back_its_reservation) {
+  AllocationLedger l("test:0", 4096);
+  auto r = l.reserve(4096, GPUPLUG_ALLOC_DEVICE);
+  const Failure f = expect_failure([&] { l.commit(std::move(r), 0, "null"); });
+  BOOST_TEST(f.status() == GPUPLUG_STATUS_INTERNAL);
+  BOOST_TEST(std::string(f.what()).find("null pointer") != std::string::npos);
+  BOOST_TEST(l.counters().live_count == 0u);
+  auto again = l.reserve(4096, GPUPLUG_ALLOC_DEVICE);  // the whole limit is free again
+  l.commit(std::move(again), 0x4000, "after");
+  l.release(0x4000);
 }
 
 BOOST_AUTO_TEST_CASE(device_memory_limit_applies_to_device_allocations_only) {
@@ -315,6 +421,7 @@ BOOST_AUTO_TEST_CASE(many_threads_end_with_exact_counts) {
   constexpr std::uint64_t kLimit = kThreads * 3 * 4096;  // room for every thread's live set
   AllocationLedger l("test:0", kLimit);
   std::atomic<std::uint64_t> over_limit{0}, double_frees_tried{0}, double_frees_refused{0};
+  std::atomic<std::uint64_t> interior_misses{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
@@ -342,7 +449,10 @@ BOOST_AUTO_TEST_CASE(many_threads_end_with_exact_counts) {
             ++double_frees_tried;
           }
         }
-        (void)l.find(next - 8192 + bytes / 2);
+        // An interior pointer of the newest allocation, while other threads commit and free:
+        // the lookup files pending entries under the same lock and must find it.
+        const auto found = l.find(next - 8192 + bytes / 2);
+        if (!found || found->ptr != next - 8192 || found->bytes != bytes) ++interior_misses;
       }
       for (std::uint64_t p : mine) l.release(p);
     });
@@ -358,6 +468,7 @@ BOOST_AUTO_TEST_CASE(many_threads_end_with_exact_counts) {
   BOOST_TEST(c.peak_bytes > 0u);
   BOOST_TEST(c.peak_bytes <= std::uint64_t{kThreads} * 3 * 4096);
   BOOST_TEST(over_limit.load() == 0u);
+  BOOST_TEST(interior_misses.load() == 0u);
   BOOST_TEST(double_frees_tried.load() > 0u);
   BOOST_TEST(double_frees_refused.load() == double_frees_tried.load());
 }

@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: Apache-2.0
+// SpinMutex: the lock of critical sections a few dozen instructions long (the ledger's).
+#pragma once
+
+#include <atomic>
+#include <thread>
+
+namespace gpuplug::sdk::detail {
+
+/// A test-and-test-and-set lock for critical sections that never block, allocate rarely and
+/// run a few dozen instructions. Uncontended, `lock` is one atomic exchange and `unlock` one
+/// store; `std::shared_mutex` costs about 150 instructions a pair (glibc's rwlock), and
+/// `std::mutex` a second atomic read-modify-write on unlock. A waiter spins on a plain load
+/// (no cache-line traffic while the holder works) and, after a short while, yields its core,
+/// so a holder that was preempted runs again soon even with more threads than cores.
+///
+/// Meets Lockable: use it with std::lock_guard / std::unique_lock. Not recursive.
+class SpinMutex {
+ public:
+  void lock() noexcept {
+    while (locked_.exchange(true, std::memory_order_acquire)) wait_until_free();
+  }
+  bool try_lock() noexcept {
+    return !locked_.load(std::memory_order_relaxed) &&
+           !locked_.exchange(true, std::memory_order_acquire);
+  }
+  void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+
+ private:
+  // Out of line and cold: the uncontended path stays a few instructions in its callers.
+  [[gnu::noinline, gnu::cold]] void wait_until_free() noexcept {
+    // Exponential backoff: waiters that retry less often leave the holder's cache line alone,
+    // so a lock that two cores take in turn changes hands at a bounded rate.
+    unsigned pauses = 1;
+    for (unsigned round = 0; locked_.load(std::memory_order_relaxed); ++round) {
+      if (round < 16) {
+        for (unsigned i = 0; i < pauses; ++i) relax();
+        pauses = pauses < 64 ? pauses * 2 : pauses;
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+  static void relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+
+  std::atomic<bool> locked_{false};
+};
+
+}  // namespace gpuplug::sdk::detail
