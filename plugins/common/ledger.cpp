@@ -131,8 +131,11 @@ AllocationLedger::Site* AllocationLedger::intern(const char* site) {
   const std::string_view name = site != nullptr ? std::string_view(site) : std::string_view();
   if (auto it = sites_.find(name); it != sites_.end()) return last_site_ = &*it;
   if (sites_.size() >= prune_at_) {
-    // Forget the sites no entry points at; grow the threshold so pruning stays amortised O(1).
+    // Forget the sites no entry points at (marking those that one does); grow the threshold so
+    // pruning stays amortised O(1).
     last_site_ = nullptr;
+    for (auto& [_, mark] : sites_) mark = 0;
+    exact_.for_each([](const Live& live) { live.site->second = 1; });
     std::erase_if(sites_, [](const auto& kv) { return kv.second == 0; });
     prune_at_ = std::max<std::size_t>(1024, 2 * sites_.size());
   }
@@ -169,7 +172,6 @@ void AllocationLedger::commit(Reservation&& reservation, std::uint64_t ptr, cons
                                                 [&](const Live& s) { return s.ptr == ptr; });
     if (existing == nullptr) {
       if (noting_) unfiled_.push_back(ptr);  // room reserved above: cannot throw
-      interned->second += 1;
       if (r.kind_ == GPUPLUG_ALLOC_DEVICE) {
         if (r.ledger_ != nullptr) reserved_device_bytes_ -= bytes;
         live_device_bytes_ += bytes;
@@ -226,7 +228,6 @@ LedgerEntry AllocationLedger::release(std::uint64_t ptr) {
       entry.site = s->site->first;
     Live live;
     if (remove(ptr, live)) {
-      live.site->second -= 1;
       entry.bytes = live.bytes;
       entry.kind = live.kind;
       return entry;
@@ -239,10 +240,7 @@ gpuplug_alloc_kind_t AllocationLedger::release_kind(std::uint64_t ptr) {
   {
     std::lock_guard lock(mutex_);
     Live live;
-    if (remove(ptr, live)) {
-      live.site->second -= 1;
-      return live.kind;
-    }
+    if (remove(ptr, live)) return live.kind;
   }
   fail_not_live(ptr);
 }
@@ -361,8 +359,10 @@ SweepResult AllocationLedger::sweep(
     std::size_t top_n) noexcept {
   SweepResult result;
   detail::FlatTable<Live, LiveTraits> taken;  // swapped in: allocates nothing under the lock
+  bool sites_known = true;
   {
-    // Entries leave the ledger before the vendor frees them (the ordering rule).
+    // Entries leave the ledger before the vendor frees them (the ordering rule). Their sites
+    // are read now, under the lock: a commit may prune them once the entries are gone.
     std::lock_guard lock(mutex_);
     taken.swap(exact_);
     detail::FlatTable<Filed, FiledTraits>().swap(filed_);
@@ -378,6 +378,11 @@ SweepResult AllocationLedger::sweep(
     counters_.live_count = 0;
     counters_.live_managed_bytes = 0;
     live_device_bytes_ = 0;
+    try {
+      if (!taken.empty()) result.top_sites = group_sites(sized_sites(taken), top_n);
+    } catch (...) {
+      sites_known = false;  // out of memory while reporting; the sweep goes on
+    }
   }
   if (taken.empty()) return result;
   taken.for_each([&](const Live& live) {
@@ -389,18 +394,15 @@ SweepResult AllocationLedger::sweep(
     }
   });
   try {
-    result.top_sites = group_sites(sized_sites(taken), top_n);
-    log(GPUPLUG_LOG_WARNING,
+    std::string message =
         "swept " + std::to_string(result.count) +
-            (result.count == 1 ? " unreleased allocation, " : " unreleased allocations, ") +
-            describe_bytes(result.bytes) + "; top call sites: " + format_sites(result.top_sites));
+        (result.count == 1 ? " unreleased allocation, " : " unreleased allocations, ") +
+        describe_bytes(result.bytes);
+    if (sites_known) message += "; top call sites: " + format_sites(result.top_sites);
+    log(GPUPLUG_LOG_WARNING, message);
   } catch (...) {
     log(GPUPLUG_LOG_WARNING, "swept unreleased allocations");  // out of memory while reporting
   }
-  // The sites lose their entries under the lock: they are shared with concurrent commits. Until
-  // here the counts kept the sites read above alive.
-  std::lock_guard lock(mutex_);
-  taken.for_each([](const Live& live) { live.site->second -= 1; });
   return result;
 }
 

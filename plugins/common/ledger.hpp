@@ -189,9 +189,10 @@ class AllocationLedger {
 
  private:
   // Call sites, interned: an entry points at its site's string instead of owning a copy, so
-  // commit and release allocate nothing for the site (the hot path). The count is the number
-  // of entries that point at the site; sites with none are pruned when the table grows past
-  // `prune_at_`, so callers that pass ever-new site strings cannot grow it without bound.
+  // commit and release allocate nothing for the site (the hot path), and write nothing to it
+  // either. The mapped value is scratch for pruning: when the table grows past `prune_at_`,
+  // the sites no live entry points at are forgotten, so callers that pass ever-new site strings
+  // cannot grow it without bound. Only members that hold the lock read a site's string.
   struct SiteHash {
     using is_transparent = void;
     std::size_t operator()(std::string_view s) const noexcept {
@@ -206,7 +207,7 @@ class AllocationLedger {
   struct Live {
     std::uint64_t ptr;
     std::uint64_t bytes;
-    Site* site;  // interned; never null in an occupied slot
+    Site* site;  // interned; never null in an occupied slot; read only under the lock
     gpuplug_alloc_kind_t kind;
     std::uint32_t filed;  // 1 once the allocation is in the interval index
   };
@@ -254,28 +255,31 @@ class AllocationLedger {
   const std::optional<std::uint64_t> limit_;
   const LogSink log_;
 
-  mutable detail::SpinMutex mutex_;
   // Guarded by mutex_. Invariants: `filed_` holds exactly the entries of `exact_` whose `filed`
   // is 1; while `noting_`, every entry whose `filed` is 0 is noted in `unfiled_` (which may also
   // note dead or filed pointers: they are skipped), and before, `unfiled_` is empty;
   // level_count_[L] is the number of filed entries at level L, and bit L of level_mask_ is set
   // exactly when it is non-zero; live_device_bytes_ + reserved_device_bytes_ <= *limit_ when a
-  // limit is set; counters_.live_* are the sums over the entries; each site's count is the number
-  // of entries (live, or being swept) that point at it. The interval index is filed by `find`, a
-  // const member, hence `mutable`.
+  // limit is set; counters_.live_* are the sums over the entries; every entry's site is in
+  // `sites_`. The interval index is filed by `find`, a const member, hence `mutable`.
+  //
+  // What alloc and free touch sits together from here, starting a cache line, so that threads
+  // allocating in turn pass few lines between their cores.
+  alignas(64) mutable detail::SpinMutex mutex_;
+  mutable bool noting_ = false;  // set by the first filing, for the ledger's lifetime
   mutable detail::FlatTable<Live, LiveTraits> exact_;  // `find` sets `filed` in place
-  mutable detail::FlatTable<Filed, FiledTraits> filed_;
-  mutable std::vector<std::uint64_t> unfiled_;
-  mutable std::size_t compact_at_ = 64;  // unfiled_.size() that triggers compact_unfiled
-  mutable bool noting_ = false;          // set by the first filing, for the ledger's lifetime
-  mutable std::array<std::uint64_t, kLevels> level_count_{};
-  mutable std::uint64_t level_mask_ = 0;
-  Sites sites_;
-  Site* last_site_ = nullptr;  // the last site interned: most calls repeat it
-  std::size_t prune_at_ = 1024;
+  Site* last_site_ = nullptr;                          // the last site interned: most repeat it
   LedgerCounters counters_;
   std::uint64_t live_device_bytes_ = 0;
   std::uint64_t reserved_device_bytes_ = 0;
+  mutable std::vector<std::uint64_t> unfiled_;
+  mutable std::size_t compact_at_ = 64;  // unfiled_.size() that triggers compact_unfiled
+  // Colder: lookups of interior pointers, new sites.
+  mutable detail::FlatTable<Filed, FiledTraits> filed_;
+  mutable std::uint64_t level_mask_ = 0;
+  mutable std::array<std::uint64_t, kLevels> level_count_{};
+  Sites sites_;
+  std::size_t prune_at_ = 1024;
 };
 
 /// "67108864 bytes (64.0 MiB)": exact count plus a readable size. Used in messages.

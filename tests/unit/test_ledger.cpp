@@ -6,6 +6,8 @@
 #include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -348,6 +350,33 @@ BOOST_AUTO_TEST_CASE(report_groups_sites_largest_first) {
 
   l.sweep([&](std::uint64_t p, gpuplug_alloc_kind_t) { v.free(p); });
   BOOST_TEST(l.report(5).find("host:0: no live allocations") == 0u);
+}
+
+// Site tags are copied (callers pass temporaries; one buffer rewritten in place is the worst
+// case for a cache of the last site) and pruned once they pile up, never while an entry uses
+// them: 5000 distinct tags pass the pruning threshold several times.
+BOOST_AUTO_TEST_CASE(site_tags_are_copied_and_pruned_without_losing_live_ones) {
+  AllocationLedger l("test:0");
+  FakeVendor v;
+  std::map<std::uint64_t, std::string> kept;
+  char tag[32];
+  for (int i = 0; i < 5000; ++i) {
+    std::snprintf(tag, sizeof tag, "layer %d", i);  // same address, new text every time
+    const std::uint64_t p = alloc(l, v, 64, GPUPLUG_ALLOC_DEVICE, tag);
+    if (i % 1000 == 0)
+      kept.emplace(p, tag);
+    else
+      free(l, v, p);
+  }
+  std::strcpy(tag, "overwritten");
+  const auto sites = l.top_sites(0);
+  BOOST_TEST(sites.size() == kept.size());
+  for (const auto& u : sites) BOOST_TEST(u.site.rfind("layer ", 0) == 0);
+  for (const auto& [p, name] : kept) {
+    const LedgerEntry e = l.release(p);
+    BOOST_TEST(e.site == name);
+    v.free(p);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(sweep_frees_everything_and_warns_once) {
