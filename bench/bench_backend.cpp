@@ -10,23 +10,28 @@
 // Ledger: alloc+free of the same size
 //  - `alloc_free/gpuplug`: GpuBackend::alloc/free (core, ABI, SDK, ledger, aligned_alloc),
 //  - `alloc_free/plugin_table`: the plugin's alloc/free slots directly (SDK, ledger, aligned_alloc)
+//  - `alloc_free/ledger`: the AllocationLedger alone around the same aligned_alloc/free, as the
+//    SDK drives it (allocate with a site, release_kind before the free): the ledger's own cost,
+//    without the C ABI edge, the SDK adapter and the core, which the two rows above add,
 //  - `alloc_free/raw`: std::aligned_alloc/std::free, rounded to 256 bytes as the host plugin does.
-#include <gpuplug/abi.h>
-#include <gpuplug/gpuplug.hpp>
-
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
+#include <gpuplug/abi.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <fstream>
+#include <gpuplug/gpuplug.hpp>
 #include <iterator>
 #include <memory>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "ledger.hpp"  // plugins/common: the SDK's AllocationLedger, for `alloc_free/ledger`
 
 #ifndef GPUPLUG_BENCH_HOST_PLUGIN
 #error "GPUPLUG_BENCH_HOST_PLUGIN (the host plugin's file) must be defined by the build"
@@ -60,8 +65,8 @@ class DirectInstance {
   DirectInstance() {
     library_ = ::dlopen(GPUPLUG_BENCH_HOST_PLUGIN, RTLD_NOW | RTLD_LOCAL);
     if (library_ == nullptr) throw std::runtime_error(std::string("dlopen: ") + ::dlerror());
-    auto entry = reinterpret_cast<gpuplug_plugin_entry_fn>(
-        ::dlsym(library_, GPUPLUG_PLUGIN_ENTRY_SYMBOL));
+    auto entry =
+        reinterpret_cast<gpuplug_plugin_entry_fn>(::dlsym(library_, GPUPLUG_PLUGIN_ENTRY_SYMBOL));
     if (entry == nullptr) throw std::runtime_error("the host plugin has no entry symbol");
     table_ = entry(GPUPLUG_ABI_VERSION);
     if (table_ == nullptr || table_->struct_size < GPUPLUG_PLUGIN_V1_MIN_SIZE)
@@ -106,6 +111,9 @@ struct World {
   std::shared_ptr<GpuBackend> gpu;
   KernelHandle noop;
   DirectInstance direct;
+  // A ledger of its own, as a plugin instance holds one (no limit, no log sink).
+  std::unique_ptr<gpuplug::sdk::AllocationLedger> ledger =
+      std::make_unique<gpuplug::sdk::AllocationLedger>("bench:ledger");
 };
 World* g_world = nullptr;
 
@@ -164,6 +172,26 @@ void alloc_free_plugin_table(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+void alloc_free_ledger(benchmark::State& state) {
+  gpuplug::sdk::AllocationLedger& ledger = *g_world->ledger;
+  const auto bytes = static_cast<std::uint64_t>(state.range(0));
+  const std::size_t rounded = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
+  for (auto _ : state) {
+    const std::uint64_t p = ledger.allocate(
+        bytes, GPUPLUG_ALLOC_DEVICE, kSite,
+        [&] {
+          void* q = std::aligned_alloc(kHostAlignment, rounded);
+          if (q == nullptr) throw std::bad_alloc();
+          return reinterpret_cast<std::uintptr_t>(q);
+        },
+        [](std::uint64_t q) { std::free(reinterpret_cast<void*>(q)); });
+    benchmark::DoNotOptimize(p);
+    ledger.release_kind(p);
+    std::free(reinterpret_cast<void*>(p));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
 void alloc_free_raw(benchmark::State& state) {
   const auto bytes = static_cast<std::size_t>(state.range(0));
   const std::size_t rounded = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
@@ -182,6 +210,7 @@ void register_all() {
   }
   for (auto [name, fn] : {std::pair{"alloc_free/gpuplug", &alloc_free_gpuplug},
                           std::pair{"alloc_free/plugin_table", &alloc_free_plugin_table},
+                          std::pair{"alloc_free/ledger", &alloc_free_ledger},
                           std::pair{"alloc_free/raw", &alloc_free_raw}}) {
     benchmark::RegisterBenchmark(name, fn)
         ->Arg(256)

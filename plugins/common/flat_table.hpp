@@ -19,10 +19,11 @@ inline constexpr std::uint64_t mix(std::uint64_t key) noexcept {
 /// An open-addressing hash table of small trivially copyable slots: linear probing,
 /// backward-shift deletion, load factor at most 1/2.
 ///
-/// `Traits` supplies `static bool empty(const Slot&)` (a value-initialised Slot must be empty)
-/// and `static std::uint64_t hash(const Slot&)` (a `mix`ed value that depends only on what the
-/// slot is looked up by). Several slots may share a hash, or even a key: lookups take a
-/// predicate and see the whole run of slots that follows the home position.
+/// `Traits` supplies `static bool empty(const Slot&)` (a value-initialised Slot must be empty),
+/// `static void clear(Slot&)` (makes it empty, as cheaply as it can) and `static std::uint64_t
+/// hash(const Slot&)` (a `mix`ed value that depends only on what the slot is looked up by). Several
+/// slots may share a hash, or even a key: lookups take a predicate and see the whole run of slots
+/// that follows the home position.
 ///
 /// Invariants: every occupied slot lies on the unbroken run of occupied slots that starts at
 /// its home position (deletion shifts later slots back instead of leaving tombstones, so runs
@@ -117,7 +118,7 @@ class FlatTable {
         hole = next;
       }
     }
-    slots_[hole] = Slot{};
+    Traits::clear(slots_[hole]);
     --size_;
     return true;
   }

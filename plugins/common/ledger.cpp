@@ -192,7 +192,9 @@ void AllocationLedger::commit(Reservation&& reservation, std::uint64_t ptr, cons
                                     ")");
 }
 
-bool AllocationLedger::remove(std::uint64_t ptr, Live& live) noexcept {
+// Inlined into release and release_kind: the free path is one call deep.
+[[gnu::always_inline]] inline bool AllocationLedger::remove(std::uint64_t ptr,
+                                                            Live& live) noexcept {
   if (!exact_.erase(
           detail::mix(ptr), [&](const Live& s) { return s.ptr == ptr; }, live))
     return false;

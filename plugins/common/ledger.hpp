@@ -213,6 +213,7 @@ class AllocationLedger {
   };
   struct LiveTraits {
     static bool empty(const Live& s) noexcept { return s.ptr == 0; }
+    static void clear(Live& s) noexcept { s.ptr = 0; }
     static std::uint64_t hash(const Live& s) noexcept { return detail::mix(s.ptr); }
   };
   // The interval index: one slot per filed allocation, keyed by (level, start granule).
@@ -228,6 +229,7 @@ class AllocationLedger {
       return detail::mix(granule ^ (std::uint64_t{level} << 57 | std::uint64_t{level}));
     }
     static bool empty(const Filed& s) noexcept { return s.ptr == 0; }
+    static void clear(Filed& s) noexcept { s.ptr = 0; }
     static std::uint64_t hash(const Filed& s) noexcept { return key_hash(s.granule, s.level); }
   };
   static constexpr unsigned kLevels = 64;  // level 63 also takes every extent above 2^63

@@ -26,6 +26,7 @@ struct Slot {
 template <unsigned Bits>
 struct Traits {
   static bool empty(const Slot& s) noexcept { return s.key == 0; }
+  static void clear(Slot& s) noexcept { s.key = 0; }
   static std::uint64_t hash_of(std::uint64_t key) noexcept {
     if constexpr (Bits == 0) {
       return ~std::uint64_t{0};  // the last slot: every run wraps around the end
