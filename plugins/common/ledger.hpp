@@ -237,11 +237,11 @@ class AllocationLedger {
   Reservation reserve_against_limit(std::uint64_t bytes);
   void unreserve(std::uint64_t bytes) noexcept;
   [[noreturn]] static void fail_unknown_kind(gpuplug_alloc_kind_t kind);
-  /// Under the lock: the interned site (inserted when new), its count not yet raised. Callers
-  /// try `last_site_` first: allocations come in runs from one call site.
+  /// Under the lock: the interned site (inserted when new, after pruning when the table is
+  /// due). Callers try `last_site_` first: allocations come in runs from one call site.
   Site* intern(const char* site);
-  /// Under the lock: removes `ptr` from the indexes and the counters into `out` (the site's
-  /// count is the caller's to drop); false, changing nothing, when it is not live.
+  /// Under the lock: removes `ptr` from the indexes and the counters, its entry into `out`;
+  /// false, changing nothing, when it is not live.
   bool remove(std::uint64_t ptr, Live& out) noexcept;
   [[noreturn]] void fail_not_live(std::uint64_t ptr) const;
   /// Under the lock: files every live unfiled allocation (from the notes in `unfiled_`, or by
