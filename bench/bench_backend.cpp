@@ -14,17 +14,16 @@
 //    SDK drives it (allocate with a site, release_kind before the free): the ledger's own cost,
 //    without the C ABI edge, the SDK adapter and the core, which the two rows above add,
 //  - `alloc_free/raw`: std::aligned_alloc/std::free, rounded to 256 bytes as the host plugin does.
+#include <gpuplug/abi.h>
+#include <gpuplug/gpuplug.hpp>
+
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
-#include <gpuplug/abi.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <fstream>
-#include <gpuplug/gpuplug.hpp>
-#include <iterator>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -32,6 +31,7 @@
 #include <vector>
 
 #include "ledger.hpp"  // plugins/common: the SDK's AllocationLedger, for `alloc_free/ledger`
+#include "read_file.hpp"
 
 #ifndef GPUPLUG_BENCH_HOST_PLUGIN
 #error "GPUPLUG_BENCH_HOST_PLUGIN (the host plugin's file) must be defined by the build"
@@ -49,12 +49,6 @@ using gpuplug::KernelHandle;
 
 constexpr std::size_t kHostAlignment = 256;  // the host plugin's allocation alignment
 constexpr const char* kSite = "bench_backend alloc_free";
-
-std::vector<char> read_file(const char* path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(std::string("cannot read ") + path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 void quiet_log(void*, gpuplug_log_level_t, const char*) {}
 
@@ -75,7 +69,7 @@ class DirectInstance {
     if (table_->create(0, nullptr, 0, &services_, &instance_, error, sizeof error) !=
         GPUPLUG_STATUS_SUCCESS)
       throw std::runtime_error(std::string("create: ") + error);
-    const std::vector<char> image = read_file(GPUPLUG_BENCH_NOOP_MODULE);
+    const std::vector<char> image = gpuplug::bench::read_file(GPUPLUG_BENCH_NOOP_MODULE);
     check(table_->load_module(instance_, "bench_noop", image.data(), image.size()), "load_module");
     check(table_->get_function(instance_, "bench_noop", "noop", &noop_), "get_function");
   }

@@ -13,6 +13,8 @@
 //    the driver's), against `cuda_alloc_free/raw`.
 // A table of these ratios is printed after the benchmarks. Without a usable cuda:0 (no driver,
 // no GPU) the program says why and exits 0, so scripts may run it anywhere.
+#include <gpuplug/gpuplug.hpp>
+
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
 
@@ -20,15 +22,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <fstream>
-#include <gpuplug/gpuplug.hpp>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "read_file.hpp"
 
 using gpuplug::DevicePtr;
 using gpuplug::Dim3;
@@ -41,12 +42,6 @@ namespace {
 
 constexpr int kBatch = 100;                     // launches per synchronisation
 constexpr std::size_t kScratchBytes = 1 << 20;  // 1 MiB
-
-std::vector<char> read_file(const char* path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(std::string("cannot read ") + path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 /// The CUDA driver API, called directly: the baseline. Only the entry points this program
 /// uses, resolved by name from libcuda.so.1 (no cuda.h needed to build it).
@@ -292,7 +287,7 @@ int main(int argc, char** argv) {
   }
   try {
     g_world = world.get();
-    const std::vector<char> image = read_file(GPUPLUG_BENCH_CUDA_AXPY);
+    const std::vector<char> image = gpuplug::bench::read_file(GPUPLUG_BENCH_CUDA_AXPY);
     world->gpu->load_module("bench_axpy", std::as_bytes(std::span(image)));
     world->axpy = world->gpu->kernel("bench_axpy", "axpy");
     world->stream = world->gpu->create_stream();
