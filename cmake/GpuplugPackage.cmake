@@ -16,9 +16,12 @@ set(GPUPLUG_PUBLIC_HEADERS
 list(TRANSFORM GPUPLUG_PUBLIC_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/include/gpuplug/
   OUTPUT_VARIABLE _gpuplug_headers)
 install(FILES ${_gpuplug_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpuplug)
-# The SDK header includes only <gpuplug/abi.h>, so it works from include/gpuplug as well.
-install(FILES ${PROJECT_SOURCE_DIR}/plugins/common/plugin_sdk.hpp
-  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpuplug)
+# The SDK's public headers: plugin_sdk.hpp and the two it includes by quoted name (so they sit
+# beside it); they include only <gpuplug/abi.h> and the standard library, never support/.
+set(GPUPLUG_SDK_HEADERS plugin_sdk.hpp failure.hpp streams.hpp)
+list(TRANSFORM GPUPLUG_SDK_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/plugins/common/
+  OUTPUT_VARIABLE _gpuplug_sdk_headers)
+install(FILES ${_gpuplug_sdk_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpuplug)
 
 # gpuplug::core and gpuplug::plugin_sdk (core/ and plugins/common/ add them to gpuplugTargets).
 install(EXPORT gpuplugTargets NAMESPACE gpuplug:: FILE gpuplugTargets.cmake
@@ -50,3 +53,4 @@ endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/gpuplug.pc.in ${PROJECT_BINARY_DIR}/gpuplug.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/gpuplug.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 unset(_gpuplug_headers)
+unset(_gpuplug_sdk_headers)

@@ -3,6 +3,10 @@
 # saying in the configure log why a vendor is skipped.
 include_guard(GLOBAL)
 
+# The GPU vendors gpuplug ships, once for the whole build: each has plugins/<vendor>,
+# kernels/<vendor>, an option GPUPLUG_WITH_<VENDOR> and a result GPUPLUG_BUILD_<VENDOR> (below).
+set(GPUPLUG_VENDORS cuda hip)
+
 function(_gpuplug_vendor var label found why)
   string(TOUPPER "${${var}}" mode)
   if(mode STREQUAL "OFF")

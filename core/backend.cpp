@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The non-virtual parts of GpuBackend: loading a kernel module from a file.
-#include <cerrno>
-#include <fstream>
 #include <gpuplug/backend.hpp>
-#include <iterator>
+#include <gpuplug/support/files.hpp>
+#include <optional>
 #include <system_error>
 #include <vector>
 
@@ -31,17 +30,10 @@ void GpuBackend::load_module_file(std::string_view name, const std::filesystem::
   if (std::filesystem::is_directory(st)) {
     file_error(this->name(), Status::invalid_argument, name, file, "is a directory");
   }
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    file_error(this->name(), Status::invalid_argument, name, file,
-               err != 0 ? std::generic_category().message(err) : "cannot be opened");
-  }
-  std::vector<char> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad()) {
-    file_error(this->name(), Status::invalid_argument, name, file, "read error");
-  }
-  load_module(name, std::as_bytes(std::span<const char>(bytes)));
+  std::string why;
+  const std::optional<std::vector<std::byte>> bytes = support::read_file(file, why);
+  if (!bytes) file_error(this->name(), Status::invalid_argument, name, file, why);
+  load_module(name, *bytes);
 }
 
 }  // namespace gpuplug

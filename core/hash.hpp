@@ -13,10 +13,9 @@ namespace gpuplug::detail {
 
 // A wyhash-style hash (after Wang Yi's public-domain wyhash, final version 4, with the 48-byte
 // three-lane loop dropped because our keys are short, and one multiply instead of two for keys
-// of up to 16 bytes): 8-byte reads and a 64x64->128 multiply fold, so a 10-20 byte key costs a
-// few nanoseconds. A weaker mix only costs probes: every table compares the stored full hash and
-// key. It is not keyed and
-// not meant to resist hash flooding; the tables it serves hold the application's own op names.
+// of up to 16 bytes; docs/PERFORMANCE.md says why). A weaker mix only costs probes: every table
+// compares the stored full hash and key. It is not keyed and not meant to resist hash flooding;
+// the tables it serves hold the application's own op names.
 
 // The 128-bit product is a GCC/Clang extension on every 64-bit target we build for.
 __extension__ typedef unsigned __int128 hash_u128;
@@ -44,8 +43,8 @@ inline std::uint64_t hash_read32(const unsigned char* p) noexcept {
   return v;
 }
 
-/// Hash of `len` bytes at `data`, chained from `seed`. Always inlined: a hit hashes a key or
-/// two, and a call would cost as much as the hash; inlined, a constant seed also folds away.
+/// Hash of `len` bytes at `data`, chained from `seed`. Always inlined: a call would cost as much
+/// as the hash, and a constant seed folds away.
 [[gnu::always_inline]] inline std::uint64_t hash_bytes(const void* data, std::size_t len,
                                                       std::uint64_t seed = kHashSecret3) noexcept {
   const auto* p = static_cast<const unsigned char*>(data);
@@ -90,17 +89,16 @@ inline std::uint64_t hash_u64(std::uint64_t x) noexcept {
   return hash_mum(x ^ kHashSecret0, kHashSecret1);
 }
 
-/// Hash of the pair (a, b). The two strings are hashed independently (their multiplies overlap
-/// instead of forming one chain) and then combined; the combination is not symmetric, and each
-/// string's hash mixes in its length, so ("ab", "c") and ("a", "bc") hash apart.
+/// Hash of the pair (a, b). The two strings are hashed independently and then combined; the
+/// combination is not symmetric, and each string's hash mixes in its length, so ("ab", "c") and
+/// ("a", "bc") hash apart.
 inline std::uint64_t hash_pair(std::string_view a, std::string_view b) noexcept {
   return hash_mum(hash_string(a) ^ kHashSecret0, hash_string(b, kHashSecret2) ^ kHashSecret1);
 }
 
 /// a[0, n) == b[0, n), inline for the short keys a cache hit compares: two overlapping word
-/// loads cover 4 to 16 bytes, longer keys go word by word. No call to memcmp: a call would cost
-/// more than the comparison, and it would make every hit function save registers and set up a
-/// stack frame for it.
+/// loads cover 4 to 16 bytes, longer keys go word by word. No memcmp call: on a hit the call
+/// would cost more than the comparison (docs/PERFORMANCE.md).
 [[gnu::always_inline]] inline bool bytes_equal(const char* a, const char* b,
                                                std::size_t n) noexcept {
   const auto* x = reinterpret_cast<const unsigned char*>(a);
@@ -127,10 +125,8 @@ inline std::uint64_t hash_pair(std::string_view a, std::string_view b) noexcept 
 
 /// The optional a packed word stands for: bit 32 set = present, the low 32 bits = the value
 /// (OpCache's n_tile records). libstdc++ lays std::optional<std::uint32_t> out as the value then
-/// the `engaged` flag in 8 bytes, which is exactly that word, so a bit_cast returns it in a
-/// register. Building the optional the usual way makes GCC assemble it on the stack and reload it
-/// as one wider load that store forwarding cannot serve, a stall of about 10 cycles on a lookup
-/// that otherwise costs about as much. Other libraries take the portable path.
+/// the `engaged` flag in 8 bytes, which is exactly that word, so a bit_cast builds it for free
+/// (why that matters: docs/PERFORMANCE.md). Other libraries take the portable path.
 inline std::optional<std::uint32_t> unpack_optional_u32(std::uint64_t packed) noexcept {
   constexpr std::uint64_t kPresent = std::uint64_t{1} << 32;
 #if defined(__GLIBCXX__)

@@ -11,10 +11,11 @@
 #include <boost/log/sources/record_ostream.hpp>
 #include <boost/shared_ptr.hpp>
 #include <boost/smart_ptr/make_shared_object.hpp>
-#include <cstdlib>
 #include <gpuplug/log.hpp>
 #include <iostream>
 #include <string>
+
+#include "environment.hpp"
 
 namespace gpuplug {
 
@@ -65,11 +66,13 @@ LogState& state() noexcept {
   static LogState* const s = [] {
     auto* st = new LogState;  // never deleted, see above
     std::string bad_env;
-    if (const char* env = std::getenv("GPUPLUG_LOG"); env != nullptr && *env != '\0') {
-      if (auto parsed = parse_log_level(env)) {
+    // lookup_environment, not read_environment: that one logs, and logging is not set up yet.
+    const detail::EnvironmentValue env = detail::lookup_environment("GPUPLUG_LOG");
+    if (env.value) {
+      if (auto parsed = parse_log_level(*env.value)) {
         st->level.store(static_cast<int>(*parsed), std::memory_order_relaxed);
       } else {
-        bad_env = env;
+        bad_env = *env.value;
       }
     }
     try {
@@ -84,6 +87,11 @@ LogState& state() noexcept {
       blog::core::get()->add_sink(st->sink);
     } catch (...) {
       st->sink.reset();  // logging stays off rather than failing the caller
+    }
+    if (env.ignored_elevated && st->sink) {
+      emit(LogLevel::warning, "environment",
+           "ignoring GPUPLUG_LOG: the process runs with elevated privileges (setuid, setgid or "
+           "capabilities)");
     }
     if (!bad_env.empty() && st->sink) {
       // Reported once: this initialiser runs once. emit() does not call state().

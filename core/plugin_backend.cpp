@@ -6,146 +6,27 @@
 #include <boost/dll/shared_library.hpp>
 #include <cstring>
 #include <gpuplug/log.hpp>
-#include <type_traits>
+#include <gpuplug/registry.hpp>
+#include <gpuplug/support/c_string.hpp>
+#include <gpuplug/support/failures.hpp>
 #include <vector>
 
 namespace gpuplug::detail {
 
 namespace {
 
-std::string fixed_string(const char* text, std::size_t capacity) {
-  return std::string(text, ::strnlen(text, capacity));
-}
-
-// ---- optional slots: forwarding thunks and the defaults abi.h states --------------------------
-
-template <auto Slot, class... A>
-gpuplug_status_t forward(const PluginBackend& b, A... args) {
-  return (b.table().*Slot)(b.instance(), args...);
-}
-
-std::size_t forward_report(const PluginBackend& b, std::uint32_t top_n, char* buf,
-                           std::size_t size) {
-  return b.table().ledger_report(b.instance(), top_n, buf, size);
-}
-
-[[noreturn]] void unsupported(const PluginBackend& b, std::string_view operation) {
-  std::string message(operation);
-  message.append(": not supported by the ").append(b.plugin_name()).append(" plugin");
-  throw Error(Status::unsupported, std::string(b.name()), std::move(message));
-}
-
-gpuplug_status_t default_alloc_managed(const PluginBackend& b, std::uint64_t, const char*,
-                                       std::uint64_t*) {
-  unsupported(b, "alloc_managed");
-}
-
-gpuplug_status_t default_unload_module(const PluginBackend& b, const char*) {
-  unsupported(b, "unload_module");
-}
-
-// Async copies without an async slot: wait for the stream, then copy synchronously. The result
-// is the same ordering, with the host blocked instead of queued.
-gpuplug_status_t default_copy_h2d_async(const PluginBackend& b, std::uint64_t dst, const void* src,
-                                        std::uint64_t bytes, std::uint64_t stream) {
-  b.check(b.table().stream_synchronize(b.instance(), stream),
-          "copy_h2d_async (stream_synchronize)");
-  return b.table().copy_h2d(b.instance(), dst, src, bytes);
-}
-
-gpuplug_status_t default_copy_d2h_async(const PluginBackend& b, void* dst, std::uint64_t src,
-                                        std::uint64_t bytes, std::uint64_t stream) {
-  b.check(b.table().stream_synchronize(b.instance(), stream),
-          "copy_d2h_async (stream_synchronize)");
-  return b.table().copy_d2h(b.instance(), dst, src, bytes);
-}
-
-gpuplug_status_t default_copy_d2d_async(const PluginBackend& b, std::uint64_t dst,
-                                        std::uint64_t src, std::uint64_t bytes,
-                                        std::uint64_t stream) {
-  b.check(b.table().stream_synchronize(b.instance(), stream),
-          "copy_d2d_async (stream_synchronize)");
-  return b.table().copy_d2d(b.instance(), dst, src, bytes);
-}
-
-// Without a per-site report, summarise the ledger counters; same contract as the slot.
-std::size_t default_ledger_report(const PluginBackend& b, std::uint32_t, char* buf,
-                                  std::size_t size) {
-  gpuplug_ledger_stats_t stats{};
-  stats.struct_size = sizeof stats;
-  std::string text;
-  if (b.table().ledger_stats(b.instance(), &stats) == GPUPLUG_STATUS_SUCCESS) {
-    text = std::to_string(stats.live_count) + " live allocations, " +
-           std::to_string(stats.live_bytes) + " bytes (no per-site report from this plugin)";
-  } else {
-    text = "no allocation report from this plugin";
-  }
-  if (size > 0) {
-    const std::size_t n = std::min(text.size(), size - 1);
-    std::memcpy(buf, text.data(), n);
-    buf[n] = '\0';
-  }
-  return text.size();
-}
-
-template <class Fn>
-void pick(Fn& slot, bool present, std::type_identity_t<Fn> forwarding,
-          std::type_identity_t<Fn> fallback) {
-  slot = present ? forwarding : fallback;
-}
-
-// The one place where optional slots are null-checked.
-OptionalSlots resolve_optional_slots(const gpuplug_plugin_v1& t) noexcept {
-  using T = gpuplug_plugin_v1;
-  OptionalSlots s{};
-  pick(s.alloc_managed, t.alloc_managed != nullptr, &forward<&T::alloc_managed>,
-       &default_alloc_managed);
-  pick(s.copy_h2d_async, t.copy_h2d_async != nullptr, &forward<&T::copy_h2d_async>,
-       &default_copy_h2d_async);
-  pick(s.copy_d2h_async, t.copy_d2h_async != nullptr, &forward<&T::copy_d2h_async>,
-       &default_copy_d2h_async);
-  pick(s.copy_d2d_async, t.copy_d2d_async != nullptr, &forward<&T::copy_d2d_async>,
-       &default_copy_d2d_async);
-  pick(s.unload_module, t.unload_module != nullptr, &forward<&T::unload_module>,
-       &default_unload_module);
-  pick(s.ledger_report, t.ledger_report != nullptr, &forward_report, &default_ledger_report);
-  return s;
-}
-
-LogLevel to_log_level(gpuplug_log_level_t level) noexcept {
-  if (level <= GPUPLUG_LOG_TRACE) return LogLevel::trace;
-  if (level >= GPUPLUG_LOG_ERROR) return LogLevel::error;
-  return static_cast<LogLevel>(level);
-}
-
-LedgerStats to_ledger_stats(const gpuplug_ledger_stats_t& s) noexcept {
-  return LedgerStats{s.live_bytes,         s.live_count,   s.peak_bytes,
-                     s.live_managed_bytes, s.total_allocs, s.total_frees};
+/// A ledger query (ledger_stats, sweep_unreleased): the counters, or Error naming `operation`.
+template <auto Slot>
+LedgerStats read_ledger(const PluginBackend& b, std::string_view operation) {
+  gpuplug_ledger_stats_t raw{};
+  raw.struct_size = sizeof raw;
+  b.check((b.table().*Slot)(b.instance(), &raw), operation);
+  return to_ledger_stats(raw);
 }
 
 }  // namespace
 
-gpuplug_plugin_v1 copy_table(const gpuplug_plugin_v1& published) noexcept {
-  gpuplug_plugin_v1 t{};
-  const std::size_t n = std::min<std::size_t>(published.struct_size, sizeof t);
-  std::memcpy(&t, &published, n);
-  return t;
-}
-
-DeviceInfo to_device_info(const gpuplug_device_info_t& d) {
-  DeviceInfo info;
-  info.ordinal = d.ordinal;
-  info.name = fixed_string(d.name, sizeof d.name);
-  info.uuid = fixed_string(d.uuid, sizeof d.uuid);
-  info.arch = fixed_string(d.arch, sizeof d.arch);
-  info.total_memory = d.total_memory;
-  info.free_memory = d.free_memory;
-  info.compute_units = d.compute_units;
-  info.managed_memory = d.managed_memory != 0;
-  return info;
-}
-
-// ---- construction and destruction --------------------------------------------------------------
+// ---- construction and destruction ---------------------------------------------------------------
 
 PluginBackend::PluginBackend(std::shared_ptr<const boost::dll::shared_library> library,
                              const gpuplug_plugin_v1& table, std::uint32_t ordinal,
@@ -165,7 +46,7 @@ PluginBackend::PluginBackend(std::shared_ptr<const boost::dll::shared_library> l
       table_.create(ordinal, opts.data(), static_cast<std::uint32_t>(opts.size()), &services_,
                     &instance_, error, sizeof error);
   if (st != GPUPLUG_STATUS_SUCCESS || instance_ == nullptr) {
-    std::string why = fixed_string(error, sizeof error);
+    std::string why = support::fixed_string(error, sizeof error);
     if (why.empty()) why = "the plugin gave no reason";
     throw Error(st != GPUPLUG_STATUS_SUCCESS ? static_cast<Status>(st) : Status::internal, name_,
                 "create: " + why);
@@ -178,10 +59,9 @@ PluginBackend::~PluginBackend() {
   // only ever reports real leaks.
   try {
     op_cache().release(*this);
-  } catch (const std::exception& e) {
-    log(LogLevel::warning, name_, std::string("releasing the op cache: ") + e.what());
   } catch (...) {
-    log(LogLevel::warning, name_, "releasing the op cache failed with an unknown exception");
+    log(LogLevel::warning, name_,
+        "releasing the op cache: " + support::describe_current_exception());
   }
   table_.destroy(instance_);
   // library_ is released after this body: the plugin's code stays mapped until here.
@@ -193,22 +73,40 @@ void PluginBackend::log_callback(void* user, gpuplug_log_level_t level, const ch
   log(to_log_level(level), self->name_, message);
 }
 
-// ---- errors
-// ---------------------------------------------------------------------------------------
+// ---- errors -------------------------------------------------------------------------------------
+
+namespace {
+
+/// The marker that ends a plugin text cut at max_plugin_text_bytes.
+std::string truncated_marker(std::size_t claimed) {
+  return " [truncated: the plugin reported " + std::to_string(claimed) + " bytes]";
+}
+
+}  // namespace
 
 std::string PluginBackend::last_error() const {
+  // The plugin says how long its message is; that length is capped here, never trusted.
   char small[512];
   std::size_t n = table_.last_error(instance_, small, sizeof small);
   if (n < sizeof small) return std::string(small, ::strnlen(small, n));
-  std::string big(n + 1, '\0');
+  const std::size_t claimed = n;
+  std::string big(std::min(n, max_plugin_text_bytes) + 1, '\0');
   n = table_.last_error(instance_, big.data(), big.size());
   big.resize(::strnlen(big.c_str(), std::min(n, big.size() - 1)));
+  if (claimed > max_plugin_text_bytes || n >= big.size())
+    big += truncated_marker(std::max(n, claimed));
   return big;
 }
 
 void PluginBackend::throw_status(gpuplug_status_t status, std::string_view operation) const {
   std::string message(operation);
-  std::string why = last_error();
+  std::string why;
+  try {
+    why = last_error();
+  } catch (const std::bad_alloc&) {
+    // No memory for the plugin's message: the status still reaches the caller as an Error.
+    why = "(no memory to read the plugin's message)";
+  }
   message.append(": ");
   if (why.empty()) {
     message.append("failed (").append(to_string(static_cast<Status>(status))).append(")");
@@ -267,8 +165,7 @@ void PluginBackend::memset(DevicePtr dst, std::uint8_t value, std::size_t bytes,
   check(table_.memset_d8(instance_, dst.value, value, bytes, stream.value), "memset");
 }
 
-// ---- streams
-// --------------------------------------------------------------------------------------
+// ---- streams ------------------------------------------------------------------------------------
 
 Stream PluginBackend::create_stream() {
   std::uint64_t out = 0;
@@ -290,8 +187,7 @@ void PluginBackend::synchronize(Stream stream) {
 
 void PluginBackend::synchronize() { check(table_.synchronize(instance_), "synchronize"); }
 
-// ---- modules
-// --------------------------------------------------------------------------------------
+// ---- modules ------------------------------------------------------------------------------------
 
 void PluginBackend::load_module(std::string_view name, std::span<const std::byte> image) {
   const std::string n(name);
@@ -300,7 +196,11 @@ void PluginBackend::load_module(std::string_view name, std::span<const std::byte
 
 void PluginBackend::unload_module(std::string_view name) {
   const std::string n(name);
-  check(optional_.unload_module(*this, n.c_str()), "unload_module");
+  const gpuplug_status_t status = optional_.unload_module(*this, n.c_str());
+  // After the plugin, so that a concurrent miss cannot memoize a handle of the old module
+  // again; whatever the status, since a handle of a half-unloaded module is not to be trusted.
+  op_cache().forget_module(name);
+  check(status, "unload_module");
 }
 
 bool PluginBackend::has_module(std::string_view name) {
@@ -370,33 +270,36 @@ DeviceInfo PluginBackend::device_info() {
 }
 
 LedgerStats PluginBackend::ledger_stats() {
-  gpuplug_ledger_stats_t raw{};
-  raw.struct_size = sizeof raw;
-  check(table_.ledger_stats(instance_, &raw), "ledger_stats");
-  return to_ledger_stats(raw);
+  return read_ledger<&gpuplug_plugin_v1::ledger_stats>(*this, "ledger_stats");
 }
 
 std::string PluginBackend::alloc_report(std::size_t top_n) {
   const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(top_n, UINT32_MAX));
-  std::string text(4096, '\0');
-  // The report can grow between the two calls; a few tries settle it.
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    const std::size_t length = optional_.ledger_report(*this, n, text.data(), text.size());
-    if (length < text.size()) {
-      text.resize(::strnlen(text.c_str(), length));
-      return text;
+  try {
+    std::string text(4096, '\0');
+    // The report can grow between the two calls; a few tries settle it. The length the plugin
+    // claims is capped at max_plugin_text_bytes, never trusted for an allocation.
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      const std::size_t length = optional_.ledger_report(*this, n, text.data(), text.size());
+      if (length < text.size()) {
+        text.resize(::strnlen(text.c_str(), length));
+        return text;
+      }
+      if (text.size() > max_plugin_text_bytes) {
+        text.resize(::strnlen(text.c_str(), text.size() - 1));
+        return text + truncated_marker(length);
+      }
+      text.assign(std::min(length + 1 + length / 4, max_plugin_text_bytes + 1), '\0');
     }
-    text.assign(length + 1 + length / 4, '\0');
+    text.resize(::strnlen(text.c_str(), text.size() - 1));
+    return text;
+  } catch (const std::bad_alloc&) {
+    throw Error(Status::out_of_memory, name_, "alloc_report: out of memory");
   }
-  text.resize(::strnlen(text.c_str(), text.size() - 1));
-  return text;
 }
 
 LedgerStats PluginBackend::sweep_unreleased() {
-  gpuplug_ledger_stats_t raw{};
-  raw.struct_size = sizeof raw;
-  check(table_.sweep_unreleased(instance_, &raw), "sweep_unreleased");
-  return to_ledger_stats(raw);
+  return read_ledger<&gpuplug_plugin_v1::sweep_unreleased>(*this, "sweep_unreleased");
 }
 
 }  // namespace gpuplug::detail

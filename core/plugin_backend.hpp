@@ -8,37 +8,13 @@
 #include <memory>
 #include <string>
 
+#include "plugin_table.hpp"
+
 namespace boost::dll {
 class shared_library;
 }  // namespace boost::dll
 
 namespace gpuplug::detail {
-
-/// The plugin table as the core uses it: a copy of the first `struct_size` bytes the plugin
-/// published (the host never reads past them), with every byte beyond left zero.
-/// Precondition for a PluginBackend: the registry validated the required slots (non-null).
-gpuplug_plugin_v1 copy_table(const gpuplug_plugin_v1& published) noexcept;
-
-/// The C device description as the C++ API reports it (fixed-size strings read up to their NUL).
-DeviceInfo to_device_info(const gpuplug_device_info_t& raw);
-
-class PluginBackend;
-
-/// The optional slots of abi.h, resolved once at construction: either a thunk into the plugin's
-/// slot or the default abi.h states. This is the one place where optional slots are null-checked.
-struct OptionalSlots {
-  gpuplug_status_t (*alloc_managed)(const PluginBackend&, std::uint64_t, const char*,
-                                    std::uint64_t*);
-  gpuplug_status_t (*copy_h2d_async)(const PluginBackend&, std::uint64_t, const void*,
-                                     std::uint64_t, std::uint64_t);
-  gpuplug_status_t (*copy_d2h_async)(const PluginBackend&, void*, std::uint64_t, std::uint64_t,
-                                     std::uint64_t);
-  gpuplug_status_t (*copy_d2d_async)(const PluginBackend&, std::uint64_t, std::uint64_t,
-                                     std::uint64_t, std::uint64_t);
-  gpuplug_status_t (*unload_module)(const PluginBackend&, const char*);
-  /// nullptr: the plugin has no per-site report (alloc_report then summarises ledger_stats).
-  std::size_t (*ledger_report)(const PluginBackend&, std::uint32_t, char*, std::size_t);
-};
 
 /// One plugin instance (one device). Keeps the plugin library loaded for as long as it lives.
 /// Thread-safety: as GpuBackend (the plugin's slots are thread-safe by the ABI's contract).

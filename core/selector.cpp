@@ -1,8 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
-// parse_selector: "auto", "cuda", "cuda:1", "hip:0!", "cuda,hip,host" into SelectorItems.
+// Selectors: parse_selector ("auto", "cuda", "cuda:1", "hip:0!", "cuda,hip,host" into
+// SelectorItems) and the policy that turns one into a backend over the discovered plugins.
+#include "selector.hpp"
+
 #include <charconv>
-#include <gpuplug/registry.hpp>
+#include <gpuplug/support/plugin_name.hpp>
+#include <gpuplug/support/text.hpp>
 #include <limits>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "environment.hpp"
+#include "plugin_backend.hpp"
 
 namespace gpuplug {
 
@@ -15,10 +25,6 @@ std::string_view trim(std::string_view s) noexcept {
   if (first == std::string_view::npos) return {};
   const auto last = s.find_last_not_of(whitespace);
   return s.substr(first, last - first + 1);
-}
-
-bool is_name_char(char c) noexcept {
-  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
 }
 
 [[noreturn]] void bad(std::string_view selector, std::string_view element, std::string_view why) {
@@ -38,11 +44,9 @@ SelectorItem parse_item(std::string_view selector, std::string_view element) {
   const auto colon = rest.find(':');
   const std::string_view name = rest.substr(0, colon);
   if (name.empty()) bad(selector, element, "has no backend name");
-  for (char c : name) {
-    if (!is_name_char(c)) {
-      bad(selector, element,
-          "has a bad character in the name (names use lower-case letters, digits and '_')");
-    }
+  if (!support::valid_plugin_name(name)) {
+    bad(selector, element,
+        "has a bad character in the name (names use lower-case letters, digits and '_')");
   }
   item.name = std::string(name);
   if (colon != std::string_view::npos) {
@@ -84,5 +88,233 @@ std::vector<SelectorItem> parse_selector(std::string_view selector) {
   }
   return items;
 }
+
+std::string Selection::explain() const {
+  std::string text = "chose " + chosen;
+  if (!passed_over.empty()) text += " (" + support::join(passed_over, "; ") + ")";
+  return text;
+}
+
+namespace detail {
+
+namespace {
+
+constexpr std::string_view channel = "registry";
+
+bool is_host(std::string_view name) { return name == "host"; }
+
+/// What trying one or more candidates gave, in the order they were tried.
+struct Attempt {
+  std::shared_ptr<GpuBackend> backend;  // set when a candidate worked
+  std::vector<std::string> refused;     // "cuda: driver missing: ..."
+  Status status = Status::unavailable;  // why the last refusing candidate refused
+  std::size_t refusing = 0;             // absorbed attempts that refused something
+  bool gpu_refused = false;             // a non-host plugin that loaded fine was passed over
+
+  /// The one way attempts combine: `later` was tried after everything here, so its refusals
+  /// follow ours, its status (when it refused something) becomes ours, and its backend, if it
+  /// made one, is the result.
+  void absorb(Attempt&& later) {
+    for (auto& r : later.refused) refused.push_back(std::move(r));
+    if (!later.refused.empty()) {
+      status = later.status;
+      ++refusing;
+    }
+    gpu_refused = gpu_refused || later.gpu_refused;
+    if (later.backend) backend = std::move(later.backend);
+  }
+};
+
+/// The selection algorithm over a snapshot of the entries (run without the registry's lock).
+/// `tried_` absorbs every selector item in turn.
+class Selector {
+ public:
+  Selector(std::string_view selector, std::span<const PluginEntry> entries, const Options& options)
+      : selector_(selector), entries_(entries), options_(options) {}
+
+  SelectionOutcome run() {
+    for (const SelectorItem& item : parse_selector(selector_)) {
+      tried_.absorb(item.name == "auto" ? try_auto(/*allow_env=*/true) : try_named(item));
+      if (tried_.backend) {
+        // An expansion ("auto", GPUPLUG_BACKEND) that succeeded still passed over candidates.
+        SelectionOutcome out;
+        out.selection.backend = std::move(tried_.backend);
+        out.selection.chosen = std::string(out.selection.backend->name());
+        out.selection.passed_over = std::move(tried_.refused);
+        out.fallback = fallback(out.selection);
+        return out;
+      }
+      if (item.required) throw_required(item);
+    }
+    throw_nothing();
+  }
+
+ private:
+  std::string item_text(const SelectorItem& item) const {
+    std::string s = item.name;
+    if (item.ordinal) s += ":" + std::to_string(*item.ordinal);
+    return s;
+  }
+
+  std::string known_names() const {
+    std::vector<std::string_view> names;
+    for (const PluginEntry& e : entries_) {
+      if (e.info.state != PluginState::failed) names.push_back(e.info.name);
+    }
+    return names.empty() ? "none" : support::join(names);
+  }
+
+  /// The usable entry named `name`, else the first failed one so named, else null.
+  const PluginEntry* find(std::string_view name) const {
+    const PluginEntry* failed = nullptr;
+    for (const PluginEntry& e : entries_) {
+      if (e.info.name != name) continue;
+      if (e.info.state != PluginState::failed) return &e;
+      if (failed == nullptr) failed = &e;
+    }
+    return failed;
+  }
+
+  Attempt try_named(const SelectorItem& item) {
+    const PluginEntry* e = find(item.name);
+    if (e != nullptr) return try_entry(*e, item.ordinal);
+    Attempt a;
+    a.status = Status::not_found;
+    a.refused.push_back(item.name + ": unknown backend (known: " + known_names() + ")");
+    return a;
+  }
+
+  /// "; also named 'host': '/p/libgpuplug-x.so' (duplicate_name: ...)": every other candidate
+  /// of the name, so that an error about a name shows what each file became.
+  std::string other_candidates(const PluginEntry& chosen) const {
+    std::string text;
+    for (const PluginEntry& e : entries_) {
+      if (&e == &chosen || e.info.name != chosen.info.name) continue;
+      text += "; also named '" + e.info.name + "': '" + e.info.path.string() + "' (" +
+              std::string(to_string(e.info.reason)) + ": " + e.info.message + ")";
+    }
+    return text;
+  }
+
+  Attempt try_entry(const PluginEntry& e, std::optional<std::uint32_t> ordinal) {
+    Attempt a;
+    const std::string& name = e.info.name;
+    if (e.info.state != PluginState::available) {
+      a.status = Status::unavailable;
+      a.gpu_refused = e.info.state == PluginState::unavailable && !is_host(name);
+      a.refused.push_back(name + ": " + e.info.message + other_candidates(e));
+      return a;
+    }
+    const auto count = static_cast<std::uint32_t>(e.info.devices.size());
+    if (ordinal && *ordinal >= count) {
+      a.status = Status::invalid_argument;
+      a.refused.push_back(name + ":" + std::to_string(*ordinal) + ": no such device (" + name +
+                          " has " + std::to_string(count) + (count == 1 ? " device" : " devices") +
+                          ", ordinals 0.." + std::to_string(count - 1) + ")");
+      return a;
+    }
+    const std::uint32_t first = ordinal.value_or(0);
+    const std::uint32_t last = ordinal ? *ordinal + 1 : count;
+    for (std::uint32_t i = first; i < last; ++i) {
+      try {
+        // Loaded into this process only now (isolated discovery probed it in a child).
+        const auto [library, table] = acquire_library(e);
+        a.backend = std::make_shared<PluginBackend>(library, table, i, options_);
+        return a;
+      } catch (const Error& err) {
+        a.status = err.status();
+        a.refused.push_back(err.what());
+      }
+    }
+    a.gpu_refused = !is_host(name);
+    return a;
+  }
+
+  Attempt try_auto(bool allow_env) {
+    if (allow_env) {
+      const std::optional<std::string> env = read_environment("GPUPLUG_BACKEND");
+      if (env && env->find_first_not_of(" \t") != std::string::npos && *env != "auto") {
+        return try_env(env->c_str());
+      }
+    }
+    // Every plugin but host in discovery order (GPUs first), then host.
+    Attempt all;
+    for (int pass = 0; pass < 2; ++pass) {
+      for (const PluginEntry& e : entries_) {
+        if (is_host(e.info.name) != (pass == 1)) continue;
+        if (e.info.reason == PluginReason::duplicate_name) continue;  // its namesake speaks for it
+        all.absorb(try_entry(e, std::nullopt));
+        if (all.backend) return all;
+      }
+    }
+    if (entries_.empty()) {
+      std::vector<std::string> searched;
+      for (const auto& p : PluginRegistry::search_path()) searched.push_back(p.string());
+      all.refused.push_back("auto: no plugins found (searched: " + support::join(searched) + ")");
+    }
+    all.status = Status::unavailable;  // auto speaks for many plugins, whatever each one said
+    return all;
+  }
+
+  Attempt try_env(const char* env) {
+    std::vector<SelectorItem> items;
+    try {
+      items = parse_selector(env);
+    } catch (const Error& err) {
+      throw Error(Status::invalid_argument, "", "GPUPLUG_BACKEND: " + err.message());
+    }
+    log(LogLevel::debug, channel, std::string("GPUPLUG_BACKEND='") + env + "' replaces 'auto'");
+    Attempt all;
+    for (const SelectorItem& item : items) {
+      all.absorb(item.name == "auto" ? try_auto(/*allow_env=*/false) : try_named(item));
+      if (all.backend) return all;
+      if (item.required) {
+        tried_.absorb(std::move(all));
+        throw_required(item, std::string(" (from GPUPLUG_BACKEND='") + env + "')");
+      }
+    }
+    return all;
+  }
+
+  [[noreturn]] void throw_required(const SelectorItem& item, const std::string& origin = {}) {
+    std::string message = "backend selector '" + selector_ + "'" + origin + ": required backend '" +
+                          item_text(item) + "' is not usable: ";
+    message += tried_.refused.empty() ? "no candidate" : tried_.refused.back();
+    throw Error(tried_.status, "", std::move(message));
+  }
+
+  [[noreturn]] void throw_nothing() {
+    std::string message = "no backend for selector '" + selector_ + "': ";
+    message += tried_.refused.empty() ? "nothing to try" : support::join(tried_.refused, "; ");
+    const Status status = tried_.refusing == 1 ? tried_.status : Status::unavailable;
+    throw Error(status, "", std::move(message));
+  }
+
+  /// The line to log when `s` passed over a candidate. Falling back from a GPU to the CPU
+  /// changes performance by orders of magnitude: that is a warning.
+  std::optional<std::pair<LogLevel, std::string>> fallback(const Selection& s) const {
+    const std::string text = "selector '" + selector_ + "': " + s.explain();
+    if (s.passed_over.empty()) {
+      log(LogLevel::debug, channel, text);
+      return std::nullopt;
+    }
+    const bool to_host = is_host(s.backend->plugin_name());
+    return std::make_pair(tried_.gpu_refused && to_host ? LogLevel::warning : LogLevel::info, text);
+  }
+
+  std::string selector_;
+  std::span<const PluginEntry> entries_;
+  const Options& options_;
+  Attempt tried_;  // every selector item tried so far
+};
+
+}  // namespace
+
+SelectionOutcome select_backend(std::string_view selector, std::span<const PluginEntry> entries,
+                                const Options& options) {
+  return Selector(selector, entries, options).run();
+}
+
+}  // namespace detail
 
 }  // namespace gpuplug

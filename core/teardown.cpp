@@ -3,10 +3,9 @@
 #include <gpuplug/teardown.hpp>
 #include <gpuplug/backend.hpp>
 #include <gpuplug/types.hpp>
+#include <gpuplug/support/failures.hpp>
 
-#include <exception>
 #include <string>
-#include <vector>
 
 namespace gpuplug {
 
@@ -15,7 +14,7 @@ void Teardown::add(ModelResource<GpuBackend>& resource) { resources_.emplace_bac
 void Teardown::release_all(GpuBackend& gpu) {
   // Reverse order: what was set up last may depend on what was set up first (a KV cache on
   // the weights' buffers), so it goes first. A failure must not leak the others.
-  std::vector<std::string> failures;
+  support::FailureList failures;
   for (auto it = resources_.rbegin(); it != resources_.rend(); ++it) {
     ModelResource<GpuBackend>& resource = it->get();
     std::string why;
@@ -24,22 +23,14 @@ void Teardown::release_all(GpuBackend& gpu) {
       continue;
     } catch (const Error& e) {
       why = e.message();  // the backend's name is already in our own error's prefix
-    } catch (const std::exception& e) {
-      why = e.what();
     } catch (...) {
-      why = "unknown exception";
+      why = support::describe_current_exception();
     }
-    failures.push_back(std::string(resource.label()) + ": " + why);
+    failures.add(std::string(resource.label()) + ": " + why);
   }
   if (failures.empty()) return;
-
-  std::string message = std::to_string(failures.size()) + " of " +
-                        std::to_string(resources_.size()) + " resources failed to release: ";
-  for (std::size_t i = 0; i < failures.size(); ++i) {
-    if (i != 0) message += "; ";
-    message += failures[i];
-  }
-  throw Error(Status::internal, std::string(gpu.name()), std::move(message));
+  throw Error(Status::internal, std::string(gpu.name()),
+              failures.message(resources_.size(), "resources failed to release"));
 }
 
 }  // namespace gpuplug

@@ -3,10 +3,12 @@
 //
 // How to read this file: the SDK (<gpuplug/plugin_sdk.hpp>) turns a class derived from
 // sdk::Device plus a description struct (ExamplePlugin, at the bottom) into the C table of
-// <gpuplug/abi.h>. The SDK already does the allocation ledger, the module registry by name
-// (lazy loading from `modules_dir`), option parsing, range checks against live allocations,
-// per-thread error messages and exception fencing. What is left to a vendor is below, with a
-// "VENDOR:" comment wherever a real GPU plugin calls its driver instead.
+// <gpuplug/abi.h>. The SDK already does the bookkeeping: the allocation ledger, the module
+// registry by name (lazy loading from `modules_dir`) and the globals it resolved, the live
+// streams, option parsing, device-ordinal and range checks of every copy and memset, per-thread
+// error messages and exception fencing. What is left to a vendor is the vendor_* hooks below,
+// only the calls into its driver, with a "VENDOR:" comment wherever a real GPU plugin calls its
+// driver instead.
 //
 // The "example" device is the CPU: memory is aligned host memory, every stream runs its work
 // at once on the calling thread (so stream order holds trivially), and kernel modules are host
@@ -27,15 +29,12 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <gpuplug/plugin_sdk.hpp>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <set>
-#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -115,7 +114,10 @@ std::vector<std::string> exported_functions(std::span<const std::byte> image) {
   return out;
 }
 
-/// The CPU as a device. All state is per instance: two instances share nothing.
+/// The CPU as a device. All state is per instance: two instances share nothing. Before a hook
+/// runs, the SDK has checked its arguments: every device range of a copy or memset lies in a
+/// live allocation, a module global get_global resolved, or a range vendor_owns_range accepts;
+/// every stream is 0 or live (launch's excepted); zero-byte copies never arrive.
 class ExampleDevice final : public gpuplug::sdk::Device {
  public:
   explicit ExampleDevice(const gpuplug::sdk::DeviceConfig& config) : Device(config) {}
@@ -126,74 +128,54 @@ class ExampleDevice final : public gpuplug::sdk::Device {
   std::uint64_t vendor_alloc(std::uint64_t bytes) override { return allocate(bytes); }
   std::uint64_t vendor_alloc_managed(std::uint64_t bytes) override { return allocate(bytes); }
   void vendor_free(std::uint64_t ptr, gpuplug_alloc_kind_t /*kind*/) override {
-    {
-      std::unique_lock lock(mutex_);
-      allocations_.erase(ptr);
-    }
     std::free(reinterpret_cast<void*>(ptr));
   }
-  void memory_info(std::uint64_t& free_bytes, std::uint64_t& total_bytes) override {
+  void vendor_memory_info(std::uint64_t& free_bytes, std::uint64_t& total_bytes) override {
     struct sysinfo si {};
     ::sysinfo(&si);
     total_bytes = std::uint64_t{si.totalram} * si.mem_unit;
     free_bytes = std::min(total_bytes, std::uint64_t{si.freeram} * si.mem_unit);
   }
-  void device_info(gpuplug_device_info_t& out) override { describe(config().ordinal, out); }
+  void vendor_device_info(gpuplug_device_info_t& out) override { describe(config().ordinal, out); }
+  // Pointers neither the ledger nor the module globals know: refused (the default). VENDOR: ask
+  // the driver whether it is memory of this device (cuPointerGetAttribute, hipPointerGetAttributes)
+  // and return gpuplug::sdk::Access::read_write when the whole range is.
+  // gpuplug::sdk::Access vendor_owns_range(std::uint64_t ptr, std::uint64_t bytes) override;
 
-  // ---- copies. The SDK has refused null pointers and overruns of live allocations; pointers
-  // it does not know (module globals, garbage) are ours to check. VENDOR: cuMemcpy*.
-  void copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) override {
-    check_known("copy_h2d", dst, bytes);
+  // ---- copies. VENDOR: cuMemcpy*; the async ones on the stream's handle.
+  void vendor_copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) override {
     std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
   }
-  void copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) override {
-    check_known("copy_d2h", src, bytes);
+  void vendor_copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) override {
     std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
   }
-  void copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) override {
-    check_known("copy_d2d", dst, bytes);
-    check_known("copy_d2d", src, bytes);
+  void vendor_copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) override {
     std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
   }
   // Work on a stream runs at once here, so "async" is synchronous and stream order holds.
-  // VENDOR: cuMemcpyHtoDAsync etc. on the stream's handle.
-  void copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
-                      std::uint64_t stream) override {
-    check_stream(stream);
-    copy_h2d(dst, src, bytes);
+  void vendor_copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
+                             std::uint64_t /*stream*/) override {
+    vendor_copy_h2d(dst, src, bytes);
   }
-  void copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
-                      std::uint64_t stream) override {
-    check_stream(stream);
-    copy_d2h(dst, src, bytes);
+  void vendor_copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
+                             std::uint64_t /*stream*/) override {
+    vendor_copy_d2h(dst, src, bytes);
   }
-  void copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
-                      std::uint64_t stream) override {
-    check_stream(stream);
-    copy_d2d(dst, src, bytes);
+  void vendor_copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
+                             std::uint64_t /*stream*/) override {
+    vendor_copy_d2d(dst, src, bytes);
   }
-  void memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
-                 std::uint64_t stream) override {
-    check_stream(stream);
-    check_known("memset_d8", dst, bytes);
+  void vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
+                        std::uint64_t /*stream*/) override {
     std::memset(reinterpret_cast<void*>(dst), value, bytes);
   }
 
-  // ---- streams: opaque non-zero ids (0 is the default stream). VENDOR: cuStreamCreate.
-  std::uint64_t stream_create() override {
-    std::unique_lock lock(mutex_);
-    const std::uint64_t id = ++last_stream_;
-    streams_.insert(id);
-    return id;
-  }
-  void stream_destroy(std::uint64_t stream) override {
-    std::unique_lock lock(mutex_);
-    if (streams_.erase(stream) == 0)
-      fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
-           "stream_destroy: unknown stream " + std::to_string(stream));
-  }
-  void stream_synchronize(std::uint64_t stream) override { check_stream(stream); }
-  void synchronize() override {}
+  // ---- streams: opaque non-zero values (0 is the default stream); the SDK keeps the live ones.
+  // VENDOR: cuStreamCreate / cuStreamSynchronize + cuStreamDestroy.
+  std::uint64_t vendor_stream_create() override { return ++last_stream_; }
+  void vendor_stream_destroy(std::uint64_t /*stream*/) override {}  // its work is done already
+  void vendor_stream_synchronize(std::uint64_t /*stream*/) override {}
+  void vendor_synchronize() override {}
 
   // ---- modules. The SDK's registry owns names, lazy loading and errors for unknown modules;
   // we turn bytes into a loaded module. VENDOR: cuModuleLoadData.
@@ -225,10 +207,6 @@ class ExampleDevice final : public gpuplug::sdk::Device {
   }
   void vendor_unload_module(gpuplug::sdk::VendorModule module) noexcept override {
     std::unique_ptr<Module> m(&as_module(module));
-    {
-      std::unique_lock lock(mutex_);
-      std::erase_if(globals_, [&](const auto& g) { return g.second.module == module; });
-    }
     ::dlclose(m->handle);
     ::close(m->fd);
   }
@@ -243,9 +221,9 @@ class ExampleDevice final : public gpuplug::sdk::Device {
     return as_module(module).functions;
   }
   /// Published metadata (gemm_f32_n_tile, gemm_a_e4m3_a_e4m3, ...) is an exported object; its
-  /// size comes from the symbol table. Remembered so that copies from it pass check_known.
-  std::optional<std::pair<std::uint64_t, std::uint64_t>> vendor_get_global(
-      gpuplug::sdk::VendorModule module, const std::string& symbol) override {
+  /// size comes from the symbol table. The SDK remembers it, so copies from it pass its checks.
+  std::optional<gpuplug::sdk::VendorGlobal> vendor_get_global(gpuplug::sdk::VendorModule module,
+                                                              const std::string& symbol) override {
     void* address = ::dlsym(as_module(module).handle, symbol.c_str());
     if (address == nullptr) return std::nullopt;
     Dl_info info{};
@@ -254,20 +232,21 @@ class ExampleDevice final : public gpuplug::sdk::Device {
     const auto* sym = static_cast<const ElfW(Sym)*>(entry);
     if (found == 0 || sym == nullptr || ELF64_ST_TYPE(sym->st_info) != STT_OBJECT)
       return std::nullopt;
-    const auto addr = reinterpret_cast<std::uintptr_t>(address);
-    std::unique_lock lock(mutex_);
-    globals_[addr] = Global{sym->st_size, module};
-    return std::pair<std::uint64_t, std::uint64_t>{addr, sym->st_size};
+    // Published metadata is a constant in a read-only segment here, so copies may only read it.
+    // VENDOR: a GPU's module globals are device memory kernels may write: leave `writable` true.
+    return gpuplug::sdk::VendorGlobal{reinterpret_cast<std::uintptr_t>(address), sym->st_size,
+                                      /*writable=*/false};
   }
-  std::vector<std::string> module_file_extensions() const override { return {".so"}; }
+  std::vector<std::string> vendor_module_file_extensions() const override { return {".so"}; }
 
   // ---- launch: the hot path. The host calling convention (abi.h): the kernel is called once
   // per block with the block's indices; it loops over the block's threads itself. Blocks run
-  // one after another here; a real CPU backend would spread them over a worker pool.
+  // one after another here; a real CPU backend would spread them over a worker pool. The SDK
+  // leaves launch's stream unchecked (the hot path); a GPU driver refuses a bad handle itself.
   // VENDOR: cuLaunchKernel(function, grid, block, shared_bytes, stream, params).
-  void launch(std::uint64_t function, gpuplug_dim3_t grid, gpuplug_dim3_t block,
-              std::uint32_t shared_bytes, std::uint64_t stream, void** params) override {
-    check_stream(stream);
+  void vendor_launch(std::uint64_t function, gpuplug_dim3_t grid, gpuplug_dim3_t block,
+                     std::uint32_t shared_bytes, std::uint64_t stream, void** params) override {
+    streams().check("launch", stream);
     if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0)
       fail(GPUPLUG_STATUS_INVALID_ARGUMENT, "launch: empty grid or block");
     const auto kernel = reinterpret_cast<gpuplug_host_kernel_fn>(function);
@@ -293,57 +272,15 @@ class ExampleDevice final : public gpuplug::sdk::Device {
   }
 
  private:
-  struct Global {
-    std::uint64_t bytes;
-    gpuplug::sdk::VendorModule module;
-  };
-
-  std::uint64_t allocate(std::uint64_t bytes) {
+  static std::uint64_t allocate(std::uint64_t bytes) {
     const std::uint64_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
     void* p = rounded < bytes ? nullptr : std::aligned_alloc(kAlignment, rounded);
     if (p == nullptr)
       fail(GPUPLUG_STATUS_OUT_OF_MEMORY, "alloc: " + std::to_string(bytes) + " bytes: no memory");
-    std::unique_lock lock(mutex_);
-    allocations_[reinterpret_cast<std::uintptr_t>(p)] = bytes;
     return reinterpret_cast<std::uintptr_t>(p);
   }
 
-  /// A GPU driver refuses addresses it did not hand out; a CPU would fault on them instead,
-  /// so check: [ptr, ptr + bytes) must lie in a live allocation or a published global.
-  void check_known(const char* op, std::uint64_t ptr, std::uint64_t bytes) const {
-    std::shared_lock lock(mutex_);
-    const auto inside = [&](const auto& ranges) {
-      auto it = ranges.upper_bound(ptr);
-      if (it == ranges.begin()) return false;
-      --it;
-      const std::uint64_t size = size_of(it->second);
-      return ptr - it->first <= size && bytes <= size - (ptr - it->first);
-    };
-    if (!inside(allocations_) && !inside(globals_))
-      fail(GPUPLUG_STATUS_INVALID_ARGUMENT, std::string(op) + ": " + std::to_string(bytes) +
-                                                " bytes at 0x" + hex(ptr) +
-                                                " are not memory of this device");
-  }
-  static std::uint64_t size_of(std::uint64_t bytes) { return bytes; }
-  static std::uint64_t size_of(const Global& g) { return g.bytes; }
-  static std::string hex(std::uint64_t v) {
-    char buf[24];
-    std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(v));
-    return buf;
-  }
-
-  void check_stream(std::uint64_t stream) const {
-    if (stream == 0) return;  // the default stream
-    std::shared_lock lock(mutex_);
-    if (streams_.count(stream) == 0)
-      fail(GPUPLUG_STATUS_INVALID_ARGUMENT, "unknown stream " + std::to_string(stream));
-  }
-
-  mutable std::shared_mutex mutex_;                     // guards everything below
-  std::map<std::uint64_t, std::uint64_t> allocations_;  // ptr -> bytes asked for
-  std::map<std::uint64_t, Global> globals_;             // published globals seen by get_global
-  std::set<std::uint64_t> streams_;
-  std::uint64_t last_stream_ = 0;
+  std::atomic<std::uint64_t> last_stream_{0};
 };
 
 /// The plugin description GPUPLUG_DEFINE_PLUGIN turns into the C table. `name` is the selector
@@ -355,24 +292,18 @@ struct ExamplePlugin {
   /// Option keys beyond the common device_memory_limit and modules_dir; others are refused.
   static constexpr std::array<std::string_view, 0> extra_options{};
 
-  /// Is the vendor usable here? Never fails for "no driver": it reports it. VENDOR: dlopen the
-  /// driver, check its version, count devices; say why in `message` when unavailable.
+  /// Is the vendor usable here? Never fails for "no driver": it reports it. Runs once per
+  /// process; the SDK keeps the result. VENDOR: dlopen the driver, check its version, count
+  /// devices; say why in the message when unavailable.
   static void probe(gpuplug_probe_result_t& out) {
-    out.reason = GPUPLUG_PROBE_AVAILABLE;
-    out.device_count = 1;
-    std::snprintf(out.message, sizeof out.message, "example CPU device");
+    gpuplug::sdk::fill_probe(out, GPUPLUG_PROBE_AVAILABLE, 1, "example CPU device");
   }
 
+  /// Called only for an ordinal below probe's device_count (the SDK checks it once, for all).
   static void describe_device(std::uint32_t ordinal, gpuplug_device_info_t& out) {
-    if (ordinal != 0)
-      fail(GPUPLUG_STATUS_UNAVAILABLE, "example: no device " + std::to_string(ordinal));
     ExampleDevice::describe(ordinal, out);
   }
-
   static std::unique_ptr<gpuplug::sdk::Device> create(const gpuplug::sdk::DeviceConfig& config) {
-    if (config.ordinal != 0)
-      fail(GPUPLUG_STATUS_UNAVAILABLE,
-           "example: no device " + std::to_string(config.ordinal) + " (1 device)");
     return std::make_unique<ExampleDevice>(config);
   }
 };

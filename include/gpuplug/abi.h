@@ -88,7 +88,18 @@ typedef struct gpuplug_device_info_t {
   uint64_t free_memory;     /* bytes, at the time of the query */
   uint32_t compute_units;   /* SMs, CUs or worker threads */
   uint32_t managed_memory;  /* 1 when alloc_managed is supported on this device */
+  /* Appended after the first release (struct_size 416 before it, 424 with it): the host reads
+   * it only when the struct_size the plugin wrote back covers it, so an older plugin reads as 0.
+   * 1 when the host may touch managed memory while kernels run on the device (CUDA/HIP
+   * "concurrent managed access"); 0: synchronize before touching managed memory from the host
+   * (see docs/architecture.md). */
+  uint32_t concurrent_managed_access;
 } gpuplug_device_info_t;
+
+/* The size of gpuplug_device_info_t in ABI 1.0 (before concurrent_managed_access). A plugin accepts
+ * any struct_size from this up, writes only the fields that fit and sets struct_size to the size
+ * it wrote; a host reads only the fields that the written struct_size covers. */
+#define GPUPLUG_DEVICE_INFO_V1_0_SIZE (offsetof(gpuplug_device_info_t, concurrent_managed_access))
 
 /* ---- host services ------------------------------------------------------ */
 typedef int32_t gpuplug_log_level_t;

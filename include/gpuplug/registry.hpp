@@ -5,6 +5,8 @@
 #include <gpuplug/backend.hpp>
 #include <gpuplug/types.hpp>
 
+#include <chrono>
+#include <cstddef>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -34,6 +36,10 @@ enum class PluginReason {
   driver_too_old,
   no_device,
   probe_failed,
+  crashed,         // the isolated probe died of a signal (the message names it: "SIGSEGV")
+  exited,          // the isolated probe exited before it sent a complete record
+  timed_out,       // the isolated probe did not answer in time and was killed
+  untrusted_path,  // the file or a folder above it can be changed by another user
 };
 
 std::string_view to_string(PluginState s) noexcept;
@@ -51,6 +57,25 @@ struct PluginInfo {
   std::string message;   // full reason, e.g. "driver missing: libcuda.so.1 not found"
   std::vector<DeviceInfo> devices;
 };
+
+/// Where discovery runs a plugin's entry, probe and describe_device.
+enum class ProbeMode {
+  isolated,    // in a child process (the gpuplug-probe helper): a crash or hang is contained
+  in_process,  // in this process: for environments that cannot spawn processes
+};
+
+std::string_view to_string(ProbeMode m) noexcept;
+
+/// How discover() probes. Unset fields come from the environment (GPUPLUG_PROBE=isolated|
+/// inprocess, GPUPLUG_PROBE_TIMEOUT=<seconds>), else the defaults: isolated, 10 s.
+struct DiscoveryOptions {
+  std::optional<ProbeMode> probe_mode;
+  std::optional<std::chrono::milliseconds> probe_timeout;  // per discovery, all probes together
+};
+
+/// The longest text the core copies from a plugin's last_error or ledger_report: longer texts are
+/// cut there and end with a "[truncated ...]" marker. Whatever length the plugin claims.
+inline constexpr std::size_t max_plugin_text_bytes = 64 * 1024;
 
 /// A parsed selector element: "cuda:1!" is {name "cuda", ordinal 1, required true}.
 struct SelectorItem {
@@ -87,11 +112,17 @@ class PluginRegistry {
   /// its own file does it fall back to the build tree's folder compiled into it.
   static std::vector<std::filesystem::path> search_path();
 
-  /// (Re)scans search_path(): in folders, files named libgpuplug-*.so; files named directly are
-  /// taken whatever their name. Loads and probes each. Never throws for a broken plugin.
-  void discover();
-  /// Loads and probes one file (e.g. `gpuplug check --plugin FILE`); returns its entry.
-  PluginInfo add_plugin_file(const std::filesystem::path& file);
+  /// (Re)scans search_path(): in folders, entries named libgpuplug-*.so; files named directly are
+  /// taken whatever their name. Each is checked (a regular file, a trusted path, an ELF header for
+  /// this machine) and probed: by default in a child process, all children at once, so that a
+  /// plugin that crashes, exits or hangs is reported (crashed, exited, timed_out) instead of
+  /// taking this process with it. An available plugin is loaded into this process only when
+  /// create() first needs it. When two plugins share a name the first usable one wins; the
+  /// others are duplicate_name. Never throws for a broken plugin.
+  void discover(const DiscoveryOptions& options = {});
+  /// Checks and probes one file (e.g. `gpuplug check --plugin FILE`); returns its entry.
+  PluginInfo add_plugin_file(const std::filesystem::path& file,
+                             const DiscoveryOptions& options = {});
 
   /// Every candidate seen, in discovery order.
   std::vector<PluginInfo> plugins() const;

@@ -99,6 +99,10 @@ struct DeviceInfo {
   std::uint64_t free_memory = 0;
   std::uint32_t compute_units = 0;
   bool managed_memory = false;
+  /// The host may access managed memory while kernels run on the device. When false (most
+  /// consumer GPUs, Windows, Jetson before Xavier): synchronize before touching managed memory
+  /// from the host. The host backend: true.
+  bool concurrent_managed_access = false;
 };
 
 struct LedgerStats {

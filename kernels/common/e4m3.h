@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
  * OCP FP8 E4M3 (E4M3FN) conversions shared by the host, CUDA and HIP kernels, so every backend
- * rounds bit-for-bit alike: round to nearest even, saturating to +-448, NaN kept as NaN. */
+ * rounds bit-for-bit alike: round to nearest even, saturating to +-448, any NaN to the canonical
+ * 0x7F; the encoder equals NVIDIA's cuda_fp8.h (__NV_SATFINITE, __NV_E4M3) on every f32. */
 #ifndef GPUPLUG_KERNELS_E4M3_H
 #define GPUPLUG_KERNELS_E4M3_H
 
@@ -32,8 +33,8 @@ GPUPLUG_HD uint8_t gpuplug_f32_to_e4m3(float f) {
   memcpy(&bits, &f, sizeof bits);
   uint8_t sign = (uint8_t)((bits >> 24) & 0x80u);
   uint32_t mag = bits & 0x7FFFFFFFu;
-  if (mag > 0x7F800000u) return (uint8_t)(sign | GPUPLUG_E4M3_NAN); /* NaN stays NaN */
-  if (mag >= 0x43E00000u) return (uint8_t)(sign | 0x7Eu);          /* >= 448 and inf saturate */
+  if (mag > 0x7F800000u) return GPUPLUG_E4M3_NAN; /* any NaN: 0x7F, as cuda_fp8.h and PTX's cvt */
+  if (mag >= 0x43E00000u) return (uint8_t)(sign | 0x7Eu); /* >= 448 and inf saturate */
   int exp = (int)(mag >> 23) - 127;
   if (mag < 0x00800000u) return sign; /* f32 zero and subnormals are far below 2^-10 */
   uint32_t mant = (mag & 0x7FFFFFu) | 0x800000u;
@@ -49,23 +50,27 @@ GPUPLUG_HD uint8_t gpuplug_f32_to_e4m3(float f) {
   return (uint8_t)(sign | v);
 }
 
+/* Built from integer operations only, the sign included: PTX leaves the result of `neg` on a NaN
+ * unspecified, and the two NaN codes must decode to 0x7FC00000 and 0xFFC00000 on every backend
+ * (0x80 to -0.0, 0x80000000), whatever the float mode (flush-to-zero, fast math). */
 GPUPLUG_HD float gpuplug_e4m3_to_f32(uint8_t b) {
   uint32_t e = (b >> 3) & 0xFu;
   uint32_t m = b & 0x7u;
-  float v;
+  uint32_t bits;
   if (e == 0xFu && m == 0x7u) {
-    uint32_t nan = 0x7FC00000u;
-    memcpy(&v, &nan, sizeof v);
+    bits = 0x7FC00000u; /* the quiet NaN */
   } else if (e == 0u) {
-    v = (float)m * (1.0f / 512.0f); /* m * 2^-9 */
+    /* m * 2^-9 (a normal f32, or +0): leading bit p of m gives 2^(p - 9), the rest the mantissa */
+    uint32_t p = m >= 4u ? 2u : (m >= 2u ? 1u : 0u);
+    bits = m == 0u ? 0u : ((118u + p) << 23) | ((m << (23u - p)) & 0x7FFFFFu);
   } else {
-    /* (8 + m) * 2^(e - 10), built exactly from the exponent bits */
-    uint32_t scale_bits = (e - 10u + 127u) << 23;
-    float scale;
-    memcpy(&scale, &scale_bits, sizeof scale);
-    v = (float)(8u + m) * scale;
+    /* (1 + m/8) * 2^(e - 7): f32 exponent field e - 7 + 127, mantissa m in its top 3 bits */
+    bits = ((e + 120u) << 23) | (m << 20);
   }
-  return (b & 0x80u) ? -v : v;
+  bits |= (uint32_t)(b & 0x80u) << 24;
+  float out;
+  memcpy(&out, &bits, sizeof out);
+  return out;
 }
 
 #endif /* GPUPLUG_KERNELS_E4M3_H */

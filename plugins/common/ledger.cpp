@@ -3,25 +3,21 @@
 #include "ledger.hpp"
 
 #include <algorithm>
-#include <bit>
-#include <cinttypes>
-#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <new>
 #include <unordered_map>
 #include <utility>
 
-#include "plugin_sdk.hpp"
+#include "failure.hpp"
+#include "gpuplug/support/failures.hpp"
+#include "gpuplug/support/text.hpp"
 
 namespace gpuplug::sdk {
 namespace {
 
-std::string hex(std::uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
-  return buf;
-}
+using support::describe_bytes;
+using support::hex;
 
 std::string site_name(const std::string& site) { return site.empty() ? "<no site>" : site; }
 
@@ -70,34 +66,7 @@ std::string format_sites(const std::vector<SiteUsage>& sites) {
 
 }  // namespace
 
-std::string describe_bytes(std::uint64_t bytes) {
-  static constexpr const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  std::string out = std::to_string(bytes) + (bytes == 1 ? " byte" : " bytes");
-  if (bytes < 1024) return out;
-  double v = static_cast<double>(bytes);
-  int unit = -1;
-  while (v >= 1024.0 && unit < 5) {
-    v /= 1024.0;
-    ++unit;
-  }
-  char buf[48];
-  std::snprintf(buf, sizeof buf, " (%.1f %s)", v, units[unit]);
-  return out + buf;
-}
-
 // ---- AllocationLedger ----------------------------------------------------------------------
-
-namespace {
-
-/// The level an extent is filed under: the smallest L with extent <= 2^L, capped at 63 (an
-/// extent above 2^63 then spans at most granules 0 and 1 of level 63, still two probes).
-std::uint32_t level_of(std::uint64_t extent) noexcept {
-  return std::min<std::uint32_t>(static_cast<std::uint32_t>(std::bit_width(extent - 1)), 63);
-}
-
-std::uint64_t extent_of(std::uint64_t bytes) noexcept { return std::max<std::uint64_t>(bytes, 1); }
-
-}  // namespace
 
 AllocationLedger::AllocationLedger(std::string owner,
                                    std::optional<std::uint64_t> device_memory_limit, LogSink log)
@@ -164,14 +133,11 @@ void AllocationLedger::commit(Reservation&& reservation, std::uint64_t ptr, cons
     Site* interned =
         last_site_ != nullptr && same_site(last_site_->first, site) ? last_site_ : intern(site);
     exact_.reserve_one();
-    if (noting_) {
-      if (unfiled_.size() >= compact_at_) compact_unfiled();
-      if (unfiled_.size() == unfiled_.capacity()) unfiled_.reserve(2 * unfiled_.size() + 16);
-    }
+    index_.reserve_note([this](std::uint64_t p) { return live(p); });
     const Live* existing = exact_.insert_unique(Live{ptr, bytes, interned, r.kind_, 0},
                                                 [&](const Live& s) { return s.ptr == ptr; });
     if (existing == nullptr) {
-      if (noting_) unfiled_.push_back(ptr);  // room reserved above: cannot throw
+      index_.note(ptr);  // room reserved above: cannot throw
       if (r.kind_ == GPUPLUG_ALLOC_DEVICE) {
         if (r.ledger_ != nullptr) reserved_device_bytes_ -= bytes;
         live_device_bytes_ += bytes;
@@ -198,14 +164,7 @@ void AllocationLedger::commit(Reservation&& reservation, std::uint64_t ptr, cons
   if (!exact_.erase(
           detail::mix(ptr), [&](const Live& s) { return s.ptr == ptr; }, live))
     return false;
-  if (live.filed != 0) {
-    const std::uint32_t level = level_of(extent_of(live.bytes));
-    Filed filed;
-    filed_.erase(
-        FiledTraits::key_hash(ptr >> level, level), [&](const Filed& s) { return s.ptr == ptr; },
-        filed);
-    if (--level_count_[level] == 0) level_mask_ &= ~(std::uint64_t{1} << level);
-  }
+  if (live.filed != 0) index_.erase(ptr, live.bytes);
   if (live.kind == GPUPLUG_ALLOC_DEVICE)
     live_device_bytes_ -= live.bytes;
   else
@@ -226,8 +185,7 @@ LedgerEntry AllocationLedger::release(std::uint64_t ptr) {
   {
     std::lock_guard lock(mutex_);
     // The site is copied before anything changes, so a bad_alloc leaves the entry in place.
-    if (const Live* s = exact_.find(detail::mix(ptr), [&](const Live& l) { return l.ptr == ptr; }))
-      entry.site = s->site->first;
+    if (const Live* s = live(ptr)) entry.site = s->site->first;
     Live live;
     if (remove(ptr, live)) {
       entry.bytes = live.bytes;
@@ -247,69 +205,22 @@ gpuplug_alloc_kind_t AllocationLedger::release_kind(std::uint64_t ptr) {
   fail_not_live(ptr);
 }
 
+AllocationLedger::Live* AllocationLedger::live(std::uint64_t ptr) const noexcept {
+  return exact_.find(detail::mix(ptr), [&](const Live& s) { return s.ptr == ptr; });
+}
+
 std::optional<LedgerEntry> AllocationLedger::find(std::uint64_t address) const {
   std::lock_guard lock(mutex_);
   // Most lookups name an allocation's own pointer: one probe of the exact index.
-  if (const Live* s =
-          exact_.find(detail::mix(address), [&](const Live& l) { return l.ptr == address; }))
-    return LedgerEntry{s->ptr, s->bytes, s->kind, {}};
-  if (filed_.size() != exact_.size()) file_pending();
-  const auto contains = [&](const Filed& s) { return address - s.ptr < extent_of(s.bytes); };
-  for (std::uint64_t levels = level_mask_; levels != 0; levels &= levels - 1) {
-    const auto level = static_cast<std::uint32_t>(std::countr_zero(levels));
-    const std::uint64_t granule = address >> level;
-    // An allocation containing `address` starts in its granule or in the one before.
-    for (std::uint64_t g : {granule, granule - 1}) {
-      if (g > granule) break;  // granule 0 has none before it
-      const Filed* s = filed_.find(FiledTraits::key_hash(g, level), [&](const Filed& f) {
-        return f.granule == g && f.level == level && contains(f);
-      });
-      if (s != nullptr) return LedgerEntry{s->ptr, s->bytes, s->kind, {}};
-    }
+  if (const Live* s = live(address)) return LedgerEntry{s->ptr, s->bytes, s->kind, {}};
+  if (index_.size() != exact_.size()) {
+    index_.file_pending(
+        exact_.size(), [this](auto&& file) { exact_.for_each(file); },
+        [this](std::uint64_t p) { return live(p); });
   }
+  if (const auto hit = index_.find(address))
+    return LedgerEntry{hit->ptr, hit->bytes, hit->kind, {}};
   return std::nullopt;
-}
-
-void AllocationLedger::file_pending() const {
-  filed_.reserve(exact_.size());  // the one step that may throw
-  const auto file = [&](Live& live) {
-    live.filed = 1;
-    const std::uint32_t level = level_of(extent_of(live.bytes));
-    filed_.insert(Filed{live.ptr, live.ptr >> level, live.bytes, level, live.kind});
-    if (level_count_[level]++ == 0) level_mask_ |= std::uint64_t{1} << level;
-  };
-  if (!noting_) {
-    // The first filing: nothing was noted, so look at every entry, and note from now on.
-    exact_.for_each([&](Live& live) {
-      if (live.filed == 0) file(live);
-    });
-    noting_ = true;
-  } else {
-    for (const std::uint64_t ptr : unfiled_) {
-      Live* live = exact_.find(detail::mix(ptr), [&](const Live& s) { return s.ptr == ptr; });
-      if (live != nullptr && live->filed == 0) file(*live);  // else freed since, or noted twice
-    }
-  }
-  unfiled_.clear();
-  compact_at_ = 64;
-}
-
-void AllocationLedger::compact_unfiled() const noexcept {
-  // Keep one note per live unfiled entry: mark each kept entry (filed = 2) so a second note of
-  // the same pointer is dropped, then clear the marks.
-  constexpr std::uint32_t kKept = 2;
-  std::size_t kept = 0;
-  for (const std::uint64_t ptr : unfiled_) {
-    Live* live = exact_.find(detail::mix(ptr), [&](const Live& s) { return s.ptr == ptr; });
-    if (live == nullptr || live->filed != 0) continue;
-    live->filed = kKept;
-    unfiled_[kept++] = ptr;
-  }
-  unfiled_.resize(kept);
-  for (const std::uint64_t ptr : unfiled_)
-    exact_.find(detail::mix(ptr), [&](const Live& s) { return s.ptr == ptr; })->filed = 0;
-  // Compact again only after the notes double: each note is examined O(1) times, amortised.
-  compact_at_ = std::max<std::size_t>(64, 2 * kept);
 }
 
 LedgerCounters AllocationLedger::counters() const {
@@ -367,11 +278,7 @@ SweepResult AllocationLedger::sweep(
     // are read now, under the lock: a commit may prune them once the entries are gone.
     std::lock_guard lock(mutex_);
     taken.swap(exact_);
-    detail::FlatTable<Filed, FiledTraits>().swap(filed_);
-    std::vector<std::uint64_t>().swap(unfiled_);
-    compact_at_ = 64;
-    level_count_.fill(0);
-    level_mask_ = 0;
+    index_.clear();
     result.count = taken.size();
     result.bytes = counters_.live_bytes;
     result.managed_bytes = counters_.live_managed_bytes;
@@ -411,12 +318,11 @@ SweepResult AllocationLedger::sweep(
 void AllocationLedger::note_sweep_failure(std::uint64_t ptr,
                                           const std::exception_ptr& error) const noexcept {
   try {
-    std::string why = "unknown exception";
+    std::string why;
     try {
       std::rethrow_exception(error);
-    } catch (const std::exception& e) {
-      why = e.what();
     } catch (...) {
+      why = support::describe_current_exception();
     }
     log(GPUPLUG_LOG_ERROR, "sweep: freeing " + hex(ptr) + " failed: " + why);
   } catch (...) {  // out of memory while reporting: SweepResult::failed still counts it

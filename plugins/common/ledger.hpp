@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "flat_table.hpp"
+#include "interval_index.hpp"
 #include "spin_mutex.hpp"
 
 namespace gpuplug::sdk {
@@ -66,26 +67,15 @@ struct SweepResult {
 /// cannot overshoot it; a failed vendor allocation gives its reservation back.
 ///
 /// Cost: alloc and free are on an application's hot path, so each takes the lock once (a
-/// SpinMutex: one atomic exchange) and does O(1) work there: the exact index (a hash table by
-/// pointer) gains or loses one slot, and nothing is allocated once the tables have grown to
-/// the peak number of live entries. A device_memory_limit adds one lock for the reservation.
-/// docs/PERFORMANCE.md has the measured cost against a bare aligned_alloc + free.
+/// SpinMutex) and does O(1) work there: the exact index (a hash table by pointer) gains or loses
+/// one slot, and nothing is allocated once the tables have grown to the peak number of live
+/// entries. A device_memory_limit adds one lock for the reservation. docs/PERFORMANCE.md has the
+/// measured cost against a bare aligned_alloc + free.
 ///
-/// Interval index (for `find`, which must also locate interior pointers): an allocation whose
-/// extent e = max(bytes, 1) satisfies 2^(L-1) < e <= 2^L is filed under level L and its start
-/// granule base >> L. It can then reach into the next granule but no further, so an address
-/// `a` lies inside some level-L allocation only if that allocation starts in granule a >> L or
-/// the one before; and since disjoint level-L allocations are longer than half a granule, at
-/// most two start in any granule. `find` probes two granules per level in use (a mask of the
-/// levels with filed entries): O(levels in use), never O(entries).
-/// Allocations are filed lazily, by the first `find` that misses the exact index (an interior
-/// pointer) while some live allocation is unfiled: an allocation freed before such a `find` (a
-/// temporary buffer, the common case on the hot path) is never filed at all, and a program
-/// that never looks up interior pointers never files anything. The first filing scans the
-/// exact index once and from then on `commit` notes each new pointer in `unfiled_`, so each
-/// later filing examines only the allocations made since the last: O(1) per allocation,
-/// amortised. `unfiled_` is compacted (dead pointers dropped) whenever it outgrows twice the
-/// live count, so it stays O(live entries) between finds.
+/// Interior pointers (`find`, for the range checks of copies) are looked up in an
+/// IntervalIndex (interval_index.hpp), filed lazily: an allocation freed before the first
+/// `find` that misses the exact index is never filed, and a program that never looks up interior
+/// pointers never files anything.
 ///
 /// Thread-safety: every member may be called concurrently. Errors are sdk::Failure:
 /// OUT_OF_MEMORY past the limit, INVALID_ARGUMENT for an unknown or already-freed pointer.
@@ -166,7 +156,7 @@ class AllocationLedger {
   }
 
   /// The live allocation containing `address` ({ptr, bytes, kind}, site left empty), if any.
-  /// A zero-byte allocation contains its own pointer only. O(levels in use); see above.
+  /// A zero-byte allocation contains its own pointer only. O(levels in use) (interval_index.hpp).
   std::optional<LedgerEntry> find(std::uint64_t address) const;
 
   LedgerCounters counters() const;
@@ -216,23 +206,6 @@ class AllocationLedger {
     static void clear(Live& s) noexcept { s.ptr = 0; }
     static std::uint64_t hash(const Live& s) noexcept { return detail::mix(s.ptr); }
   };
-  // The interval index: one slot per filed allocation, keyed by (level, start granule).
-  struct Filed {
-    std::uint64_t ptr;  // 0 = empty slot
-    std::uint64_t granule;
-    std::uint64_t bytes;
-    std::uint32_t level;
-    gpuplug_alloc_kind_t kind;
-  };
-  struct FiledTraits {
-    static std::uint64_t key_hash(std::uint64_t granule, std::uint32_t level) noexcept {
-      return detail::mix(granule ^ (std::uint64_t{level} << 57 | std::uint64_t{level}));
-    }
-    static bool empty(const Filed& s) noexcept { return s.ptr == 0; }
-    static void clear(Filed& s) noexcept { s.ptr = 0; }
-    static std::uint64_t hash(const Filed& s) noexcept { return key_hash(s.granule, s.level); }
-  };
-  static constexpr unsigned kLevels = 64;  // level 63 also takes every extent above 2^63
 
   Reservation reserve_against_limit(std::uint64_t bytes);
   void unreserve(std::uint64_t bytes) noexcept;
@@ -244,12 +217,8 @@ class AllocationLedger {
   /// false, changing nothing, when it is not live.
   bool remove(std::uint64_t ptr, Live& out) noexcept;
   [[noreturn]] void fail_not_live(std::uint64_t ptr) const;
-  /// Under the lock: files every live unfiled allocation (from the notes in `unfiled_`, or by
-  /// a scan of `exact_` the first time, which also starts the noting), then forgets the notes.
-  /// May throw bad_alloc before it changes anything.
-  void file_pending() const;
-  /// Under the lock: drops the notes of allocations that are dead or filed already.
-  void compact_unfiled() const noexcept;
+  /// Under the lock: the live entry of `ptr`, or null.
+  Live* live(std::uint64_t ptr) const noexcept;
   void log(gpuplug_log_level_t level, std::string_view message) const noexcept;
   void note_sweep_failure(std::uint64_t ptr, const std::exception_ptr& error) const noexcept;
 
@@ -257,34 +226,22 @@ class AllocationLedger {
   const std::optional<std::uint64_t> limit_;
   const LogSink log_;
 
-  // Guarded by mutex_. Invariants: `filed_` holds exactly the entries of `exact_` whose `filed`
-  // is 1; while `noting_`, every entry whose `filed` is 0 is noted in `unfiled_` (which may also
-  // note dead or filed pointers: they are skipped), and before, `unfiled_` is empty;
-  // level_count_[L] is the number of filed entries at level L, and bit L of level_mask_ is set
-  // exactly when it is non-zero; live_device_bytes_ + reserved_device_bytes_ <= *limit_ when a
-  // limit is set; counters_.live_* are the sums over the entries; every entry's site is in
-  // `sites_`. The interval index is filed by `find`, a const member, hence `mutable`.
-  //
-  // What alloc and free touch sits together from here, starting a cache line, so that threads
-  // allocating in turn pass few lines between their cores.
+  // Guarded by mutex_. Invariants: the interval index holds exactly the entries of `exact_`
+  // whose `filed` is 1, and every entry whose `filed` is 0 is noted in it once it is noting;
+  // live_device_bytes_ + reserved_device_bytes_ <= *limit_ when a limit is set; counters_.live_*
+  // are the sums over the entries; every entry's site is in `sites_`. The interval index is
+  // filed by `find`, a const member, hence `mutable`.
+  // What alloc and free touch comes first, from a cache line of its own (docs/PERFORMANCE.md).
   alignas(64) mutable detail::SpinMutex mutex_;
-  mutable bool noting_ = false;  // set by the first filing, for the ledger's lifetime
   mutable detail::FlatTable<Live, LiveTraits> exact_;  // `find` sets `filed` in place
   Site* last_site_ = nullptr;                          // the last site interned: most repeat it
   LedgerCounters counters_;
   std::uint64_t live_device_bytes_ = 0;
   std::uint64_t reserved_device_bytes_ = 0;
-  mutable std::vector<std::uint64_t> unfiled_;
-  mutable std::size_t compact_at_ = 64;  // unfiled_.size() that triggers compact_unfiled
-  // Colder: lookups of interior pointers, new sites.
-  mutable detail::FlatTable<Filed, FiledTraits> filed_;
-  mutable std::uint64_t level_mask_ = 0;
-  mutable std::array<std::uint64_t, kLevels> level_count_{};
+  mutable detail::IntervalIndex index_;  // its notes first: commit touches them
+  // Colder: new sites.
   Sites sites_;
   std::size_t prune_at_ = 1024;
 };
-
-/// "67108864 bytes (64.0 MiB)": exact count plus a readable size. Used in messages.
-std::string describe_bytes(std::uint64_t bytes);
 
 }  // namespace gpuplug::sdk

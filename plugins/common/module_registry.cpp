@@ -3,35 +3,22 @@
 #include "module_registry.hpp"
 
 #include <algorithm>
-#include <fstream>
-#include <iterator>
 #include <mutex>
 #include <system_error>
+
+#include "gpuplug/support/files.hpp"
+#include "gpuplug/support/text.hpp"
 
 namespace gpuplug::sdk {
 namespace {
 
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const std::string& s : items) {
-    if (!out.empty()) out += ", ";
-    out += s;
-  }
-  return out;
-}
-
-std::vector<std::byte> read_file(const std::filesystem::path& file, std::string_view module) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in)
+std::vector<std::byte> read_image(const std::filesystem::path& file, std::string_view module) {
+  std::string why;
+  std::optional<std::vector<std::byte>> bytes = support::read_file(file, why);
+  if (!bytes)
     fail(GPUPLUG_STATUS_NOT_FOUND,
-         "module " + std::string(module) + ": cannot open " + file.string());
-  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad())
-    fail(GPUPLUG_STATUS_NOT_FOUND,
-         "module " + std::string(module) + ": cannot read " + file.string());
-  std::vector<std::byte> bytes(chars.size());
-  std::transform(chars.begin(), chars.end(), bytes.begin(), [](char c) { return std::byte(c); });
-  return bytes;
+         "module " + std::string(module) + ": cannot read " + file.string() + ": " + why);
+  return std::move(*bytes);
 }
 
 }  // namespace
@@ -73,7 +60,7 @@ bool ModuleRegistry::has(std::string_view name) const {
     if (modules_.find(name) != modules_.end()) return true;
   }
   if (!modules_dir_) return false;
-  for (const std::string& ext : device_.module_file_extensions()) {
+  for (const std::string& ext : device_.vendor_module_file_extensions()) {
     std::error_code ec;
     if (std::filesystem::is_regular_file(*modules_dir_ / (std::string(name) + ext), ec))
       return true;
@@ -84,7 +71,7 @@ bool ModuleRegistry::has(std::string_view name) const {
 std::string ModuleRegistry::loaded_list() const {
   std::vector<std::string> names;
   for (const auto& [name, _] : modules_) names.push_back(name);
-  return names.empty() ? "none" : join(names);
+  return names.empty() ? "none" : support::join(names);
 }
 
 VendorModule ModuleRegistry::get(std::string_view name) {
@@ -100,14 +87,14 @@ VendorModule ModuleRegistry::get(std::string_view name) {
 
   std::vector<std::string> tried;
   if (modules_dir_) {
-    for (const std::string& ext : device_.module_file_extensions()) {
+    for (const std::string& ext : device_.vendor_module_file_extensions()) {
       const std::filesystem::path file = *modules_dir_ / (std::string(name) + ext);
       std::error_code ec;
       if (!std::filesystem::is_regular_file(file, ec)) {
         tried.push_back(file.filename().string());
         continue;
       }
-      const std::vector<std::byte> image = read_file(file, name);
+      const std::vector<std::byte> image = read_image(file, name);
       auto [slot, inserted] = modules_.try_emplace(std::string(name), VendorModule{0});
       try {
         slot->second = device_.vendor_load_module(name, image);
@@ -123,43 +110,68 @@ VendorModule ModuleRegistry::get(std::string_view name) {
   }
   std::string msg = "module " + std::string(name) + " not found: not loaded";
   if (modules_dir_)
-    msg += ", and no " + join(tried) + " in modules_dir " + modules_dir_->string();
+    msg += ", and no " + support::join(tried) + " in modules_dir " + modules_dir_->string();
   else
     msg += " (no modules_dir)";
   msg += "; loaded modules: " + loaded_list();
   fail(GPUPLUG_STATUS_NOT_FOUND, msg);
 }
 
-std::uint64_t ModuleRegistry::get_function(std::string_view module, std::string_view func) {
+template <class Use>
+auto ModuleRegistry::with_module(std::string_view module, Use&& use) {
   get(module);  // loads it if needed; the lookup below holds the lock against a concurrent unload
   std::shared_lock lock(mutex_);
   auto it = modules_.find(module);
   if (it == modules_.end())
     fail(GPUPLUG_STATUS_NOT_FOUND, "module " + std::string(module) + " was unloaded concurrently");
+  return use(it->second);
+}
+
+std::uint64_t ModuleRegistry::get_function(std::string_view module, std::string_view func) {
   const std::string name(func);
-  if (!name.empty()) {
-    if (const std::uint64_t f = device_.vendor_get_function(it->second, name); f != 0) return f;
-  }
-  std::vector<std::string> functions = device_.vendor_list_functions(it->second);
-  std::sort(functions.begin(), functions.end());
-  fail(GPUPLUG_STATUS_NOT_FOUND,
-       "kernel " + std::string(module) + "::" + name + " not found (module " + std::string(module) +
-           " has: " + (functions.empty() ? std::string("no kernels") : join(functions)) + ")");
+  return with_module(module, [&](VendorModule m) {
+    if (!name.empty()) {
+      if (const std::uint64_t f = device_.vendor_get_function(m, name); f != 0) return f;
+    }
+    std::vector<std::string> functions = device_.vendor_list_functions(m);
+    std::sort(functions.begin(), functions.end());
+    fail(GPUPLUG_STATUS_NOT_FOUND,
+         "kernel " + std::string(module) + "::" + name + " not found (module " +
+             std::string(module) + " has: " +
+             (functions.empty() ? std::string("no kernels") : support::join(functions)) + ")");
+  });
 }
 
 std::pair<std::uint64_t, std::uint64_t> ModuleRegistry::get_global(std::string_view module,
                                                                    std::string_view symbol) {
-  get(module);
-  std::shared_lock lock(mutex_);
-  auto it = modules_.find(module);
-  if (it == modules_.end())
-    fail(GPUPLUG_STATUS_NOT_FOUND, "module " + std::string(module) + " was unloaded concurrently");
   const std::string name(symbol);
-  if (!name.empty()) {
-    if (auto g = device_.vendor_get_global(it->second, name)) return *g;
-  }
-  fail(GPUPLUG_STATUS_NOT_FOUND, "symbol " + std::string(module) + "::" + name +
-                                     " not found in module " + std::string(module));
+  return with_module(module, [&](VendorModule m) {
+    const std::optional<VendorGlobal> g =
+        name.empty() ? std::nullopt : device_.vendor_get_global(m, name);
+    if (!g || g->address == 0)
+      fail(GPUPLUG_STATUS_NOT_FOUND, "symbol " + std::string(module) + "::" + name +
+                                         " not found in module " + std::string(module));
+    {
+      std::unique_lock lock(globals_mutex_);
+      globals_.insert_or_assign(g->address, Global{g->bytes, g->writable, m});
+    }
+    return std::pair<std::uint64_t, std::uint64_t>{g->address, g->bytes};
+  });
+}
+
+Access ModuleRegistry::global_access(std::uint64_t ptr, std::uint64_t bytes) const {
+  std::shared_lock lock(globals_mutex_);
+  auto it = globals_.upper_bound(ptr);
+  if (it == globals_.begin()) return Access::none;
+  --it;
+  const std::uint64_t offset = ptr - it->first;
+  if (offset >= it->second.bytes || bytes > it->second.bytes - offset) return Access::none;
+  return it->second.writable ? Access::read_write : Access::read;
+}
+
+void ModuleRegistry::forget_globals(VendorModule module) noexcept {
+  std::unique_lock lock(globals_mutex_);
+  std::erase_if(globals_, [module](const auto& g) { return g.second.module == module; });
 }
 
 void ModuleRegistry::unload(std::string_view name) {
@@ -171,12 +183,17 @@ void ModuleRegistry::unload(std::string_view name) {
          "module " + std::string(name) + " is not loaded (loaded modules: " + loaded_list() + ")");
   const VendorModule m = it->second;
   modules_.erase(it);
+  forget_globals(m);
   // Unload under the exclusive lock: every lookup that found the module has finished with it.
   device_.vendor_unload_module(m);
 }
 
 void ModuleRegistry::unload_all() noexcept {
   std::unique_lock lock(mutex_);
+  {
+    std::unique_lock globals_lock(globals_mutex_);
+    globals_.clear();
+  }
   for (auto& [name, m] : modules_) device_.vendor_unload_module(m);
   modules_.clear();
 }

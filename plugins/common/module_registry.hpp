@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// ModuleRegistry: one device instance's kernel modules by name, loaded from bytes or modules_dir.
+// ModuleRegistry: one device instance's kernel modules by name, and the globals they published.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +20,10 @@ namespace gpuplug::sdk {
 ///
 /// A module is loaded explicitly (`load`, from bytes) or lazily the first time it is asked for
 /// by name: then `<modules_dir>/<name><ext>` is read for each of the device's
-/// module_file_extensions(), in order. Names are plain file stems: no '/', not "." or "..".
+/// vendor_module_file_extensions(), in order. Names are plain file stems: no '/', not "." or "..".
+///
+/// Globals: every global `get_global` resolved is recorded with its module until that module is
+/// unloaded, so that copies may name it (`global_access`, asked by the SDK's range check).
 ///
 /// Thread-safety: every member may be called concurrently. Lookups of loaded modules share a
 /// lock; a load (explicit or lazy) is exclusive, so one name is never loaded twice. Handles
@@ -44,9 +47,12 @@ class ModuleRegistry {
   VendorModule get(std::string_view name);
   /// Failure(NOT_FOUND) "kernel gemm::gemm_f16 not found (module gemm has: gemm_a_e4m3, gemm_f32)".
   std::uint64_t get_function(std::string_view module, std::string_view func);
-  /// {address, bytes}; Failure(NOT_FOUND) naming module and symbol.
+  /// {address, bytes}, recorded for `global_access`; Failure(NOT_FOUND) naming module and symbol.
   std::pair<std::uint64_t, std::uint64_t> get_global(std::string_view module,
                                                      std::string_view symbol);
+  /// What a device may do with [ptr, ptr + bytes) as far as the recorded globals say: read_write
+  /// (or read, for a read-only global) when one global holds the whole range, else none.
+  Access global_access(std::uint64_t ptr, std::uint64_t bytes) const;
   /// Failure(NOT_FOUND) when `name` is not loaded.
   void unload(std::string_view name);
   /// Unloads every module. Never throws.
@@ -57,14 +63,27 @@ class ModuleRegistry {
   const std::optional<std::filesystem::path>& modules_dir() const noexcept { return modules_dir_; }
 
  private:
+  struct Global {
+    std::uint64_t bytes;
+    bool writable;
+    VendorModule module;
+  };
+
   static void check_name(std::string_view name);
-  std::optional<VendorModule> find(std::string_view name) const;
   std::string loaded_list() const;  // caller holds mutex_
+  /// get(module), then `use(handle)` under the shared lock, so the module cannot be unloaded
+  /// meanwhile. Failure(NOT_FOUND) when it was unloaded between the two.
+  template <class Use>
+  auto with_module(std::string_view module, Use&& use);
+  void forget_globals(VendorModule module) noexcept;
 
   Device& device_;
   const std::optional<std::filesystem::path> modules_dir_;
   mutable std::shared_mutex mutex_;
   std::map<std::string, VendorModule, std::less<>> modules_;  // guarded by mutex_
+  // Taken after mutex_ when both are held. A module's globals are forgotten before it unloads.
+  mutable std::shared_mutex globals_mutex_;
+  std::map<std::uint64_t, Global> globals_;  // by address; guarded by globals_mutex_
 };
 
 }  // namespace gpuplug::sdk

@@ -1,22 +1,26 @@
 // SPDX-License-Identifier: Apache-2.0
-// The plugin SDK: write a vendor as a C++ class; plugin_table<P>() turns it into the C table.
+// The plugin SDK: write a vendor as a C++ class; GPUPLUG_DEFINE_PLUGIN turns it into the C table.
 #pragma once
 
+// clang-format off
 // A plugin author implements two things:
 //  1. a class derived from gpuplug::sdk::Device (one instance = one device with its own state),
-//     overriding the vendor hooks below; the SDK does the AllocationLedger, the ModuleRegistry
-//     (by name, with lazy loading from `modules_dir`), option parsing, range checks, per-thread
-//     error messages and logging around them;
+//     overriding the vendor hooks below, each named vendor_* and each only the calls into its
+//     driver; the SDK does the bookkeeping around them: the AllocationLedger, the ModuleRegistry
+//     (by name, with lazy loading from `modules_dir`, and the globals it resolved), the live
+//     streams, option parsing, device and range checks, per-thread error messages and logging;
 //  2. a plugin description struct P with
 //        static constexpr const char* name, vendor, version;
-//        static void probe(gpuplug_probe_result_t& out);                 // fill reason/count/message
+//        static void probe(gpuplug_probe_result_t& out);        // fill reason/count/message
 //        static void describe_device(uint32_t ordinal, gpuplug_device_info_t& out);
 //        static std::unique_ptr<Device> create(const DeviceConfig& config);
-//        static constexpr std::array<std::string_view, N> extra_options;  // keys beyond the common ones
-//     and export it with GPUPLUG_DEFINE_PLUGIN(P).
-// Hooks report failure by throwing sdk::Failure (see fail()); any other exception becomes
+//        static constexpr std::array<std::string_view, N> extra_options;  // beyond the common keys
+//     and export it with GPUPLUG_DEFINE_PLUGIN(P). probe runs once per process (the SDK keeps
+//     its result); describe_device and create are only called for an ordinal below its count.
+// Hooks report failure by throwing sdk::Failure (see failure.hpp); any other exception becomes
 // GPUPLUG_STATUS_INTERNAL. Nothing ever propagates across the C boundary.
 // Lifetimes: the table is a constant; plugins keep no static objects with destructors.
+// clang-format on
 
 #include <gpuplug/abi.h>
 
@@ -28,59 +32,74 @@
 #include <memory>
 #include <optional>
 #include <span>
-#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
+
+#include "failure.hpp"
+#include "streams.hpp"
 
 namespace gpuplug::sdk {
 
 class AllocationLedger;
 class ModuleRegistry;
-
-/// The exception plugin code throws to return `status` with `message` across the ABI.
-class Failure : public std::runtime_error {
- public:
-  Failure(gpuplug_status_t status, std::string message);
-  gpuplug_status_t status() const noexcept { return status_; }
-
- private:
-  gpuplug_status_t status_;
-};
-
-[[noreturn]] void fail(gpuplug_status_t status, std::string message);
-
-/// Checks a precondition; on failure throws Failure(status, message), which the table adapter
-/// turns into the returned status and the calling thread's last_error. Use for argument checks
-/// at the top of hooks; the message should name the argument and why it is refused.
-#define GPUPLUG_EXPECTS(cond, status, message)                   \
-  do {                                                           \
-    if (!(cond)) ::gpuplug::sdk::fail((status), (message));      \
-  } while (false)
+struct SweepResult;
 
 /// "64M" -> 67108864. Accepts decimal digits with an optional K/M/G/T suffix (binary units,
-/// optionally followed by "B" or "iB"). Throws Failure(INVALID_ARGUMENT) naming `key`.
+/// optionally followed by "B" or "iB"), or a bare "B". Throws Failure(INVALID_ARGUMENT) naming
+/// `key`.
 std::uint64_t parse_byte_size(std::string_view key, std::string_view text);
+
+/// The value of `text` when it is decimal digits only (no sign, no space) that fit in 64 bits,
+/// else nullopt. For a plugin's own numeric options (e.g. the host's "threads").
+std::optional<std::uint64_t> parse_unsigned(std::string_view text) noexcept;
+
+/// Fills a probe result from what a driver loader found: `device_count` counts only when
+/// `reason` is AVAILABLE, and `message` (why unavailable, or a summary) is copied, truncated.
+void fill_probe(gpuplug_probe_result_t& out, gpuplug_probe_reason_t reason, int device_count,
+                std::string_view message) noexcept;
 
 /// Options every plugin understands, parsed once at create.
 struct DeviceConfig {
   std::uint32_t ordinal = 0;
-  std::string plugin_name;                           // P::name, set by the SDK before P::create
-  std::optional<std::uint64_t> device_memory_limit;  // "device_memory_limit"
-  std::optional<std::filesystem::path> modules_dir;  // "modules_dir"
-  std::map<std::string, std::string> options;        // every key=value given, extras included
-  const gpuplug_host_services_t* services = nullptr; // may be null (then logging is dropped)
+  std::string plugin_name;                            // P::name, set by the SDK before P::create
+  std::optional<std::uint64_t> device_memory_limit;   // "device_memory_limit"
+  std::optional<std::filesystem::path> modules_dir;   // "modules_dir"
+  std::map<std::string, std::string> options;         // every key=value given, extras included
+  const gpuplug_host_services_t* services = nullptr;  // may be null (then logging is dropped)
 };
 
 /// Parses the options array. Unknown keys (not common, not in `extra_keys`) are a Failure
 /// naming the key and listing the known ones.
-DeviceConfig parse_config(std::uint32_t ordinal, const gpuplug_option_t* options, std::uint32_t count,
-                          const gpuplug_host_services_t* services, std::span<const std::string_view> extra_keys);
+DeviceConfig parse_config(std::uint32_t ordinal, const gpuplug_option_t* options,
+                          std::uint32_t count, const gpuplug_host_services_t* services,
+                          std::span<const std::string_view> extra_keys);
 
 /// What a hook returns for a loaded image: an opaque vendor handle (CUmodule, hipModule_t, void*).
 using VendorModule = std::uint64_t;
 
+/// A module global as the vendor found it. The SDK's ModuleRegistry records it with its module,
+/// so that copies may name it until the module is unloaded.
+struct VendorGlobal {
+  std::uint64_t address = 0;
+  std::uint64_t bytes = 0;
+  bool writable = true;  // false for a constant the device cannot write (read-only ELF segments)
+};
+
+/// What a device may do with a range of device addresses (vendor_owns_range's answer).
+enum class Access : std::uint8_t { none, read, read_write };
+
+namespace detail {
+struct DeviceAccess;  // the SDK's edge (plugin_sdk.cpp): the ledger, registry, errors, sweep
+}  // namespace detail
+
 /// One device instance. Derive, override the hooks, let the SDK do the bookkeeping.
+///
+/// Before a hook runs the SDK has checked its arguments: pointers non-null; every device range of
+/// a copy or memset inside a live allocation of the ledger, a module global the registry resolved
+/// (writes only to writable ones) or a range vendor_owns_range accepts; stream arguments 0 or
+/// live (except launch's); zero-byte copies never reach a hook.
 /// Thread-safety: hooks are called concurrently from many threads (except from the destructor).
 class Device {
  public:
@@ -92,62 +111,97 @@ class Device {
   const DeviceConfig& config() const noexcept { return config_; }
   /// Sends a message to the host's log (Boost.Log in the core). Never throws.
   void log(gpuplug_log_level_t level, std::string_view message) const noexcept;
+  /// The streams this device created and has not destroyed (the SDK keeps the set).
+  const StreamSet& streams() const noexcept { return streams_; }
+  /// Synchronizes, unloads every module, sweeps the ledger (warning with count, bytes and top
+  /// call sites) and destroys the streams still open, in that order. Called by `destroy` before
+  /// the object is deleted; derived destructors then release the vendor context (or call it
+  /// first themselves when their members must outlive it). Never throws; idempotent.
+  void shutdown() noexcept;
 
   // ---- vendor hooks: memory. Throw Failure(OUT_OF_MEMORY, ...) when the vendor is out of memory.
-  virtual std::uint64_t vendor_alloc(std::uint64_t bytes) = 0;          // bytes > 0
-  virtual std::uint64_t vendor_alloc_managed(std::uint64_t bytes);      // default: UNSUPPORTED
+  virtual std::uint64_t vendor_alloc(std::uint64_t bytes) = 0;      // bytes > 0
+  virtual std::uint64_t vendor_alloc_managed(std::uint64_t bytes);  // default: UNSUPPORTED
   virtual void vendor_free(std::uint64_t ptr, gpuplug_alloc_kind_t kind) = 0;
-  virtual void memory_info(std::uint64_t& free_bytes, std::uint64_t& total_bytes) = 0;
-  virtual void device_info(gpuplug_device_info_t& out) = 0;
+  virtual void vendor_memory_info(std::uint64_t& free_bytes, std::uint64_t& total_bytes) = 0;
+  virtual void vendor_device_info(gpuplug_device_info_t& out) = 0;
+  /// What this device may do with [ptr, ptr + bytes) when neither the ledger nor the registry's
+  /// globals know it: memory from elsewhere in the process that the driver says is this
+  /// device's, or module memory. Default: Access::none (refused). Must not throw for an address
+  /// it does not know; bytes > 0 and the range does not wrap.
+  virtual Access vendor_owns_range(std::uint64_t ptr, std::uint64_t bytes);
 
-  // ---- vendor hooks: copies and memset (range-checked against the ledger beforehand)
-  virtual void copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) = 0;
-  virtual void copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) = 0;
-  virtual void copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) = 0;
-  virtual void copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes, std::uint64_t stream) = 0;
-  virtual void copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes, std::uint64_t stream) = 0;
-  virtual void copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes, std::uint64_t stream) = 0;
-  virtual void memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes, std::uint64_t stream) = 0;
+  // ---- vendor hooks: copies and memset (ranges and streams checked beforehand; bytes > 0)
+  virtual void vendor_copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) = 0;
+  virtual void vendor_copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) = 0;
+  virtual void vendor_copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) = 0;
+  virtual void vendor_copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
+                                     std::uint64_t stream) = 0;
+  virtual void vendor_copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
+                                     std::uint64_t stream) = 0;
+  virtual void vendor_copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
+                                     std::uint64_t stream) = 0;
+  virtual void vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
+                                std::uint64_t stream) = 0;
 
-  // ---- vendor hooks: streams
-  virtual std::uint64_t stream_create() = 0;
-  virtual void stream_destroy(std::uint64_t stream) = 0;  // unknown stream: Failure(INVALID_ARGUMENT)
-  virtual void stream_synchronize(std::uint64_t stream) = 0;
-  virtual void synchronize() = 0;
+  // ---- vendor hooks: streams (the SDK's StreamSet keeps the live ones and checks handles)
+  /// A new stream's opaque value, never 0.
+  virtual std::uint64_t vendor_stream_create() = 0;
+  /// Waits for the stream's work, then destroys it (the ABI promises the work is done).
+  virtual void vendor_stream_destroy(std::uint64_t stream) = 0;
+  virtual void vendor_stream_synchronize(std::uint64_t stream) = 0;  // 0: the default stream
+  virtual void vendor_synchronize() = 0;
 
   // ---- vendor hooks: modules (the SDK's ModuleRegistry owns names and calls these)
   /// Loads image bytes; Failure(INVALID_IMAGE, why) when they do not load.
-  virtual VendorModule vendor_load_module(std::string_view name, std::span<const std::byte> image) = 0;
+  virtual VendorModule vendor_load_module(std::string_view name,
+                                          std::span<const std::byte> image) = 0;
   virtual void vendor_unload_module(VendorModule module) noexcept = 0;
   /// 0 when the module has no such function.
   virtual std::uint64_t vendor_get_function(VendorModule module, const std::string& func) = 0;
   /// Names of the module's kernels, for "not found" messages (may be empty if unknowable).
   virtual std::vector<std::string> vendor_list_functions(VendorModule module) = 0;
-  /// {address, size} of a global, nullopt when absent.
-  virtual std::optional<std::pair<std::uint64_t, std::uint64_t>> vendor_get_global(VendorModule module,
-                                                                                  const std::string& symbol) = 0;
+  /// The global `symbol` of `module`, nullopt when absent.
+  virtual std::optional<VendorGlobal> vendor_get_global(VendorModule module,
+                                                        const std::string& symbol) = 0;
   /// File extensions tried, in order, for `<modules_dir>/<name><ext>` (e.g. {".so"}).
-  virtual std::vector<std::string> module_file_extensions() const = 0;
+  virtual std::vector<std::string> vendor_module_file_extensions() const = 0;
 
-  // ---- vendor hooks: launch (the hot path: no allocation, no lock in the SDK)
-  virtual void launch(std::uint64_t function, gpuplug_dim3_t grid, gpuplug_dim3_t block, std::uint32_t shared_bytes,
-                      std::uint64_t stream, void** params) = 0;
+  // ---- vendor hook: launch (the hot path: no allocation, no lock in the SDK; `stream` unchecked)
+  virtual void vendor_launch(std::uint64_t function, gpuplug_dim3_t grid, gpuplug_dim3_t block,
+                             std::uint32_t shared_bytes, std::uint64_t stream, void** params) = 0;
 
-  // ---- provided by the SDK (used by the table adapter; plugins may call them too)
-  AllocationLedger& ledger() noexcept { return *ledger_; }
-  ModuleRegistry& modules() noexcept { return *modules_; }
-  /// Synchronizes, unloads every module and sweeps the ledger (warning with count, bytes and
-  /// top call sites). Called by `destroy` before the object is deleted; derived destructors
-  /// then release the vendor context. Never throws; idempotent.
-  void shutdown() noexcept;
+  // ---- provided by the SDK (device.cpp): what the table's slots do around the vendor hooks.
+  // A vendor has no need to call them; they are safe to call (the bookkeeping is theirs).
+  /// alloc / alloc_managed: reserves, calls the vendor, records. A zero-byte request still gets
+  /// a distinct, freeable pointer (the vendor is asked for one byte, the ledger records zero).
+  std::uint64_t allocate(std::uint64_t bytes, const char* site, gpuplug_alloc_kind_t kind);
+  /// free: out of the ledger first (the ordering rule), then vendor_free.
+  void release(std::uint64_t ptr);
+  /// memory_info: the vendor's figures, capped by device_memory_limit when one is set.
+  void memory_info(std::uint64_t& free_bytes, std::uint64_t& total_bytes);
+  /// Refuses a null `ptr`, a range that wraps, an overrun of the live allocation `ptr` lies in,
+  /// and a range that is not memory of this device (asking the ledger, then the registry's
+  /// globals, then vendor_owns_range), or read-only memory when `write`. Failure(INVALID_ARGUMENT)
+  /// naming `op` and `role`.
+  void check_range(const char* op, const char* role, std::uint64_t ptr, std::uint64_t bytes,
+                   bool write);
+
+ private:
+  friend struct detail::DeviceAccess;
+
+  /// sweep_unreleased: synchronizes (a failure is logged), then frees what the ledger holds.
+  SweepResult sweep_unreleased();
+  void synchronize_or_warn(const char* op) noexcept;
+  SweepResult sweep_allocations() noexcept;  // every live allocation through vendor_free
   /// The calling thread's last failure message on this device ("" when none).
   void set_last_error(std::string message);
   std::string take_last_error();
 
- private:
   DeviceConfig config_;
   std::unique_ptr<AllocationLedger> ledger_;
   std::unique_ptr<ModuleRegistry> modules_;
+  StreamSet streams_;
   struct ErrorSlots;
   std::unique_ptr<ErrorSlots> errors_;
   bool shut_down_ = false;
@@ -163,23 +217,55 @@ struct PluginHooks {
   void (*describe_device)(std::uint32_t, gpuplug_device_info_t&);
   std::unique_ptr<Device> (*create)(const DeviceConfig&);
   std::span<const std::string_view> extra_options;
+  const gpuplug_probe_result_t& (*probed)() noexcept;  // the probe's result, run once
 };
+
+/// Runs a plugin's probe hook and normalises its result (a thrown exception is PROBE_ERROR with
+/// the reason, device_count is 0 unless available, the message is terminated). Never throws.
+gpuplug_probe_result_t run_probe(void (*probe)(gpuplug_probe_result_t&)) noexcept;
+
+/// The one place that decides whether `ordinal` is a usable device of a plugin: its probe (run
+/// once) must have found the driver and more than `ordinal` devices. Failure(UNAVAILABLE) naming
+/// the reason otherwise. describe_device and create run after it; vendors do not check again.
+void require_device(const PluginHooks& hooks, std::uint32_t ordinal);
+
+/// P's probe result: probed on the first call, then kept for the process's life, so that
+/// probe, describe_device and create all see the same devices. Trivially destructible.
+template <class P>
+const gpuplug_probe_result_t& probed_once() noexcept {
+  static const gpuplug_probe_result_t result = run_probe(&P::probe);
+  return result;
+}
 
 // Plugin-level slots, run against one plugin's hooks; each catches everything (plugin_sdk.cpp).
 gpuplug_status_t probe_with(const PluginHooks& hooks, gpuplug_probe_result_t* out) noexcept;
-gpuplug_status_t describe_with(const PluginHooks& hooks, std::uint32_t ordinal, gpuplug_device_info_t* out) noexcept;
-gpuplug_status_t create_with(const PluginHooks& hooks, std::uint32_t ordinal, const gpuplug_option_t* options,
-                             std::uint32_t option_count, const gpuplug_host_services_t* services,
-                             gpuplug_instance_t* out, char* error, std::size_t error_size) noexcept;
-/// Fills every slot that takes an instance (they need no per-plugin state: the instance is a Device).
+/// On failure `out->name` holds the reason (the rest of *out is zeroed): the ABI slot has no
+/// error buffer, and the message must not be lost.
+gpuplug_status_t describe_with(const PluginHooks& hooks, std::uint32_t ordinal,
+                               gpuplug_device_info_t* out) noexcept;
+gpuplug_status_t create_with(const PluginHooks& hooks, std::uint32_t ordinal,
+                             const gpuplug_option_t* options, std::uint32_t option_count,
+                             const gpuplug_host_services_t* services, gpuplug_instance_t* out,
+                             char* error, std::size_t error_size) noexcept;
+/// `<folder of the plugin .so>/../kernels/<plugin_name>`, found with dladdr (options.cpp); empty
+/// when the SDK cannot find its own file.
+std::filesystem::path default_modules_dir(const char* plugin_name);
+/// Fills every slot that takes an instance (no per-plugin state: the instance is a Device).
 void fill_instance_slots(gpuplug_plugin_v1& table) noexcept;
 /// The table to hand to a host speaking `host_abi_version`: ours (v1.0) in every case; the host
 /// refuses it when the majors differ, which names both versions there.
-const gpuplug_plugin_v1* negotiate(const gpuplug_plugin_v1* table, std::uint32_t host_abi_version) noexcept;
+const gpuplug_plugin_v1* negotiate(const gpuplug_plugin_v1* table,
+                                   std::uint32_t host_abi_version) noexcept;
 
 template <class P>
-inline constexpr PluginHooks hooks_of{P::name,   P::vendor, P::version, &P::probe, &P::describe_device,
-                                      &P::create, std::span<const std::string_view>(P::extra_options)};
+inline constexpr PluginHooks hooks_of{P::name,
+                                      P::vendor,
+                                      P::version,
+                                      &P::probe,
+                                      &P::describe_device,
+                                      &P::create,
+                                      std::span<const std::string_view>(P::extra_options),
+                                      &probed_once<P>};
 
 template <class P>
 gpuplug_plugin_v1 make_table() noexcept {
@@ -207,8 +293,9 @@ gpuplug_plugin_v1 make_table() noexcept {
 
 /// Exports gpuplug_plugin_entry for plugin description struct P (see the top of this file).
 /// The table is a function-local constant with a trivial destructor.
-#define GPUPLUG_DEFINE_PLUGIN(P)                                                                  \
-  extern "C" GPUPLUG_PLUGIN_EXPORT const gpuplug_plugin_v1* gpuplug_plugin_entry(uint32_t host_abi_version) { \
-    static const gpuplug_plugin_v1 table = ::gpuplug::sdk::detail::make_table<P>();             \
-    return ::gpuplug::sdk::detail::negotiate(&table, host_abi_version);                         \
+#define GPUPLUG_DEFINE_PLUGIN(P)                                                    \
+  extern "C" GPUPLUG_PLUGIN_EXPORT const gpuplug_plugin_v1* gpuplug_plugin_entry(   \
+      uint32_t host_abi_version) {                                                  \
+    static const gpuplug_plugin_v1 table = ::gpuplug::sdk::detail::make_table<P>(); \
+    return ::gpuplug::sdk::detail::negotiate(&table, host_abi_version);             \
   }

@@ -8,11 +8,9 @@
 namespace gpuplug::sdk::detail {
 
 /// A test-and-test-and-set lock for critical sections that never block, allocate rarely and
-/// run a few dozen instructions. Uncontended, `lock` is one atomic exchange and `unlock` one
-/// store; `std::shared_mutex` costs about 150 instructions a pair (glibc's rwlock), and
-/// `std::mutex` a second atomic read-modify-write on unlock. A waiter spins on a plain load
-/// (no cache-line traffic while the holder works) and, after a short while, yields its core,
-/// so a holder that was preempted runs again soon even with more threads than cores.
+/// run a few dozen instructions: uncontended it is cheaper than std::mutex or std::shared_mutex
+/// (docs/PERFORMANCE.md, "Notes from the plugin SDK code"). A waiter backs off, then yields its
+/// core, so a holder that was preempted runs again soon even with more threads than cores.
 ///
 /// Meets Lockable: use it with std::lock_guard / std::unique_lock. Not recursive.
 class SpinMutex {
@@ -27,10 +25,9 @@ class SpinMutex {
   void unlock() noexcept { locked_.store(false, std::memory_order_release); }
 
  private:
-  // Out of line and cold: the uncontended path stays a few instructions in its callers.
+  // Out of line and cold: the uncontended path stays small in its callers.
   [[gnu::noinline, gnu::cold]] void wait_until_free() noexcept {
-    // Exponential backoff: waiters that retry less often leave the holder's cache line alone,
-    // so a lock that two cores take in turn changes hands at a bounded rate.
+    // Exponential backoff, then yield: contended, the lock changes hands at a bounded rate.
     unsigned pauses = 1;
     for (unsigned round = 0; locked_.load(std::memory_order_relaxed); ++round) {
       if (round < 16) {

@@ -5,9 +5,13 @@
 #include <dlfcn.h>
 
 #include <cstdarg>
+#include <cstdint>
 #include <cstdio>
+#include <mutex>
+#include <string>
+#include <type_traits>
 
-#include "plugin_sdk.hpp"
+#include "failure.hpp"
 
 #ifndef GPUPLUG_CUDA_KERNEL_TOOLKIT_VERSION
 #error "plugins/cuda/CMakeLists.txt defines GPUPLUG_CUDA_KERNEL_TOOLKIT_VERSION from nvcc --version"
@@ -17,6 +21,18 @@ namespace gpuplug::cuda {
 namespace {
 
 constexpr const char* kLibrary = "libcuda.so.1";
+
+// The primary contexts this plugin holds, one slot per device ordinal (see
+// retained_primary_context). Constant-initialised and trivially destructible: no code at load
+// or at exit. A slot, once set, is never cleared.
+struct PrimaryContextTable {
+  static constexpr std::uint32_t kMaxDevices = 1024;
+  std::mutex mutex;
+  CUcontext contexts[kMaxDevices] = {};
+};
+static_assert(std::is_trivially_destructible_v<PrimaryContextTable>,
+              "plugins keep no static objects with destructors");
+constinit PrimaryContextTable g_primary_contexts{};
 
 // The bootstrap entry points, resolved with dlsym because they predate cuGetProcAddress (or are
 // how it is reached). These raw names are ABI-stable exports of every libcuda.
@@ -153,6 +169,29 @@ const DriverApi& driver() noexcept {
   return api;
 }
 
+CUcontext retained_primary_context(const DriverApi& api, std::uint32_t ordinal, CUdevice device) {
+  PrimaryContextTable& table = g_primary_contexts;
+  if (ordinal >= PrimaryContextTable::kMaxDevices)
+    sdk::fail(GPUPLUG_STATUS_UNSUPPORTED,
+              "CUDA device " + std::to_string(ordinal) + ": gpuplug supports at most " +
+                  std::to_string(PrimaryContextTable::kMaxDevices) + " devices per process");
+  const std::lock_guard lock(table.mutex);
+  CUcontext& slot = table.contexts[ordinal];
+  if (slot == nullptr) {
+    CUcontext context = nullptr;
+    check(api.primary_ctx_retain(&context, device), "cuDevicePrimaryCtxRetain");
+    slot = context;
+  }
+  return slot;
+}
+
+CUcontext held_primary_context(std::uint32_t ordinal) noexcept {
+  PrimaryContextTable& table = g_primary_contexts;
+  if (ordinal >= PrimaryContextTable::kMaxDevices) return nullptr;
+  const std::lock_guard lock(table.mutex);
+  return table.contexts[ordinal];
+}
+
 int kernel_toolkit_version() noexcept { return GPUPLUG_CUDA_KERNEL_TOOLKIT_VERSION; }
 
 int minimum_driver_version() noexcept { return kernel_toolkit_version() / 1000 * 1000; }
@@ -162,13 +201,10 @@ std::string version_text(int cuda_version) {
   return std::to_string(cuda_version / 1000) + "." + std::to_string(cuda_version % 1000 / 10);
 }
 
-std::string describe_error(const char* operation, CUresult result) {
+std::string describe_error(std::string_view operation, CUresult result) {
   char why[256];
   error_text(driver(), result, why, sizeof why);
-  std::string out = operation;
-  out += ": ";
-  out += why;
-  return out;
+  return std::string(operation) + ": " + why;
 }
 
 gpuplug_status_t status_of(CUresult result, bool launching) noexcept {
@@ -212,8 +248,8 @@ gpuplug_status_t status_of(CUresult result, bool launching) noexcept {
   }
 }
 
-void check(CUresult result, const char* operation) {
-  if (result != CUDA_SUCCESS) sdk::fail(status_of(result), describe_error(operation, result));
+void throw_error(CUresult result, std::string_view operation, bool launching) {
+  sdk::fail(status_of(result, launching), describe_error(operation, result));
 }
 
 }  // namespace gpuplug::cuda

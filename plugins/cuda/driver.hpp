@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 namespace gpuplug::cuda {
@@ -40,6 +41,7 @@ namespace gpuplug::cuda {
   X(primary_ctx_release, cuDevicePrimaryCtxRelease)    \
   X(primary_ctx_get_state, cuDevicePrimaryCtxGetState) \
   X(ctx_set_current, cuCtxSetCurrent)                  \
+  X(ctx_get_current, cuCtxGetCurrent)                  \
   X(ctx_push_current, cuCtxPushCurrent)                \
   X(ctx_pop_current, cuCtxPopCurrent)                  \
   X(ctx_synchronize, cuCtxSynchronize)                 \
@@ -76,7 +78,8 @@ namespace gpuplug::cuda {
 /// Lifetime: one per process, built on first use by driver() and never destroyed; it is
 /// trivially destructible (plain function pointers and fixed buffers), so it adds no exit-time
 /// destructor to the plugin, as the plugin rules require. This is driver state, not backend
-/// state: every CudaDevice holds its own context, streams, modules and ledger. libcuda.so.1 is
+/// state: every CudaDevice holds its own streams, modules and ledger (the primary contexts are
+/// the driver's too: see retained_primary_context). libcuda.so.1 is
 /// never dlclose'd (the NVIDIA driver does not support being unloaded and loaded again within a
 /// process), so the pointers stay valid even across unloading and reloading this plugin.
 struct DriverApi {
@@ -101,6 +104,20 @@ static_assert(std::is_trivially_destructible_v<DriverApi>,
 /// available() and read reason/message.
 const DriverApi& driver() noexcept;
 
+/// The primary context of device `ordinal` (`device` its CUdevice), retained on the first call
+/// for that device and then held for the rest of the process: libcuda stays loaded for the
+/// process's life (see DriverApi), so the context is never released, and backends created and
+/// destroyed one after another share one context instead of each building and tearing one down
+/// (which costs tens to hundreds of milliseconds and drops every loaded module). The table is
+/// trivially destructible and guarded by a mutex; nothing runs at exit (the driver tears the
+/// context down with the process). Throws sdk::Failure when the retain fails (a later call
+/// tries again).
+CUcontext retained_primary_context(const DriverApi& api, std::uint32_t ordinal, CUdevice device);
+
+/// The primary context of device `ordinal` when retained_primary_context has retained it, else
+/// null. Retains nothing; never throws.
+CUcontext held_primary_context(std::uint32_t ordinal) noexcept;
+
 /// The driver version the kernels need (X.0 of the toolkit that built them; see the top).
 int minimum_driver_version() noexcept;
 /// The toolkit version that built the kernels (e.g. 13000), for the PTX JIT warning.
@@ -109,9 +126,11 @@ int kernel_toolkit_version() noexcept;
 /// "13.0" for 13000.
 std::string version_text(int cuda_version);
 
+// The error helpers: the same three, with the same signatures, in every driver.hpp.
+
 /// "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (out of memory)": the operation, the error's name and
 /// its description. Uses the driver's cuGetErrorName/String when loaded.
-std::string describe_error(const char* operation, CUresult result);
+std::string describe_error(std::string_view operation, CUresult result);
 
 /// Maps a CUresult to the ABI status an operation reports (OUT_OF_MEMORY, INVALID_IMAGE, ...).
 /// Kernel faults map to LAUNCH_FAILED everywhere (they surface at the next synchronising call);
@@ -119,7 +138,13 @@ std::string describe_error(const char* operation, CUresult result);
 /// arguments (a bad grid, block or handle), which stay INVALID_ARGUMENT.
 gpuplug_status_t status_of(CUresult result, bool launching = false) noexcept;
 
-/// Throws sdk::Failure(status_of(result), describe_error(operation, result)) unless success.
-void check(CUresult result, const char* operation);
+/// Throws sdk::Failure(status_of(result, launching), describe_error(operation, result)).
+[[noreturn]] void throw_error(CUresult result, std::string_view operation, bool launching = false);
+
+/// Returns when `result` is CUDA_SUCCESS, else throw_error. The message is only built on failure.
+inline void check(CUresult result, std::string_view operation, bool launching = false) {
+  if (result != CUDA_SUCCESS) [[unlikely]]
+    throw_error(result, operation, launching);
+}
 
 }  // namespace gpuplug::cuda

@@ -2,7 +2,6 @@
 // libgpuplug-cuda.so: the CUDA plugin's description (identity, probe, describe, create) and entry
 // point.
 #include <array>
-#include <cstdio>
 #include <gpuplug/version.hpp>
 #include <memory>
 #include <string_view>
@@ -13,27 +12,22 @@
 
 namespace gpuplug::cuda {
 
-/// The plugin description GPUPLUG_DEFINE_PLUGIN turns into the C table.
+/// The plugin description GPUPLUG_DEFINE_PLUGIN turns into the C table. The driver is loaded on
+/// the first probe (driver()), never at plugin load; a missing driver, a too-old driver or no
+/// device are reasons, never failures.
 struct CudaPlugin {
   static constexpr const char* name = "cuda";
   static constexpr const char* vendor = "NVIDIA";
   static constexpr const char* version = GPUPLUG_VERSION_STRING;
-  /// Only the common options (device_memory_limit, modules_dir).
-  static constexpr std::array<std::string_view, 0> extra_options{};
+  static constexpr std::array<std::string_view, 0> extra_options{};  // the common ones only
 
-  /// Loads the driver on first use; reports a missing driver, a too-old driver or no device as
-  /// reasons, never as failures.
   static void probe(gpuplug_probe_result_t& out) {
     const DriverApi& api = driver();
-    out.reason = api.reason;
-    out.device_count = api.available() ? static_cast<std::uint32_t>(api.device_count) : 0;
-    std::snprintf(out.message, sizeof out.message, "%s", api.message);
+    sdk::fill_probe(out, api.reason, api.device_count, api.message);
   }
-
   static void describe_device(std::uint32_t ordinal, gpuplug_device_info_t& out) {
     describe(driver(), ordinal, out);
   }
-
   static std::unique_ptr<sdk::Device> create(const sdk::DeviceConfig& config) {
     return std::make_unique<CudaDevice>(config);
   }

@@ -5,7 +5,6 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
-#include <mutex>
 #include <vector>
 
 namespace gpuplug::hip {
@@ -19,10 +18,8 @@ int attribute(const DriverApi& hip, hipDeviceAttribute_t which, const char* name
   int value = 0;
   const hipError_t error = hip.device_get_attribute(&value, which, ordinal);
   if (error != hipSuccess)
-    fail_hip(
-        hip,
-        std::string("hipDeviceGetAttribute(") + name + ", device " + std::to_string(ordinal) + ")",
-        error);
+    throw_error(error, std::string("hipDeviceGetAttribute(") + name + ", device " +
+                           std::to_string(ordinal) + ")");
   return value;
 }
 
@@ -33,7 +30,7 @@ std::string arch_name(const DriverApi& hip, int ordinal) {
   std::vector<std::uint64_t> buffer(2048, 0);  // 16 KiB, 8-byte aligned, zeroed
   auto* props = reinterpret_cast<hipDeviceProp_t*>(buffer.data());
   const hipError_t error = hip.get_device_properties(props, ordinal);
-  if (error != hipSuccess) fail_hip(hip, with_ordinal("hipGetDeviceProperties", ordinal), error);
+  if (error != hipSuccess) throw_error(error, with_ordinal("hipGetDeviceProperties", ordinal));
   char arch[sizeof props->gcnArchName + 1] = {};
   std::memcpy(arch,
               reinterpret_cast<const char*>(buffer.data()) + offsetof(hipDeviceProp_t, gcnArchName),
@@ -64,14 +61,14 @@ std::string uuid_text(const hipUUID& uuid) {
   return out;
 }
 
-std::string hex(std::uint64_t value) {
-  char text[19];
-  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
-  return text;
-}
-
 void copy_text(char* dst, std::size_t size, const std::string& text) {
   std::snprintf(dst, size, "%s", text.c_str());
+}
+
+void* as_ptr(std::uint64_t p) noexcept { return reinterpret_cast<void*>(p); }
+
+hipStream_t as_stream(std::uint64_t stream) noexcept {
+  return reinterpret_cast<hipStream_t>(stream);
 }
 
 }  // namespace
@@ -79,8 +76,8 @@ void copy_text(char* dst, std::size_t size, const std::string& text) {
 void describe(const DriverApi& hip, int ordinal, gpuplug_device_info_t& out) {
   out.ordinal = static_cast<std::uint32_t>(ordinal);
   char name[256] = {};
-  const hipError_t named = hip.device_get_name(name, sizeof name - 1, ordinal);
-  if (named != hipSuccess) fail_hip(hip, with_ordinal("hipDeviceGetName", ordinal), named);
+  check(hip.device_get_name(name, sizeof name - 1, ordinal),
+        with_ordinal("hipDeviceGetName", ordinal));
   copy_text(out.name, sizeof out.name, name);
   copy_text(out.arch, sizeof out.arch, arch_name(hip, ordinal));
 
@@ -92,38 +89,38 @@ void describe(const DriverApi& hip, int ordinal, gpuplug_device_info_t& out) {
   }
 
   std::size_t total = 0;
-  const hipError_t totalled = hip.device_total_mem(&total, ordinal);
-  if (totalled != hipSuccess) fail_hip(hip, with_ordinal("hipDeviceTotalMem", ordinal), totalled);
+  check(hip.device_total_mem(&total, ordinal), with_ordinal("hipDeviceTotalMem", ordinal));
   out.total_memory = total;
   out.compute_units = static_cast<std::uint32_t>(
       attribute(hip, hipDeviceAttributeMultiprocessorCount, "MultiprocessorCount", ordinal));
   out.managed_memory =
       attribute(hip, hipDeviceAttributeManagedMemory, "ManagedMemory", ordinal) == 1 ? 1 : 0;
+  // Whether the host may touch managed memory while kernels run (XNACK-enabled MI200/MI300 and
+  // APUs). Asked leniently: a runtime that does not know the attribute answers "no", the safe
+  // reading (synchronize before touching managed memory from the host).
+  int concurrent = 0;
+  if (out.managed_memory != 0 &&
+      hip.device_get_attribute(&concurrent, hipDeviceAttributeConcurrentManagedAccess, ordinal) !=
+          hipSuccess)
+    concurrent = 0;
+  out.concurrent_managed_access = concurrent == 1 ? 1 : 0;
 
   // hipMemGetInfo answers for the calling thread's current device: switch, ask, switch back.
   int previous = -1;
   const bool known = hip.get_device(&previous) == hipSuccess;
   const bool restore = known && previous != ordinal;
-  if (!known || previous != ordinal) {
-    const hipError_t set = hip.set_device(ordinal);
-    if (set != hipSuccess) fail_hip(hip, with_ordinal("hipSetDevice", ordinal), set);
-  }
+  if (!known || previous != ordinal)
+    check(hip.set_device(ordinal), with_ordinal("hipSetDevice", ordinal));
   std::size_t free_bytes = 0;
   std::size_t total_bytes = 0;
   const hipError_t queried = hip.mem_get_info(&free_bytes, &total_bytes);
   if (restore) (void)hip.set_device(previous);
-  if (queried != hipSuccess) fail_hip(hip, with_ordinal("hipMemGetInfo", ordinal), queried);
+  check(queried, with_ordinal("hipMemGetInfo", ordinal));
   out.free_memory = free_bytes;
 }
 
 HipDevice::HipDevice(const sdk::DeviceConfig& config, const DriverApi& hip)
     : sdk::Device(config), hip_(hip), ordinal_(static_cast<int>(config.ordinal)) {
-  if (!hip_.available()) sdk::fail(GPUPLUG_STATUS_UNAVAILABLE, hip_.message);
-  if (config.ordinal >= static_cast<std::uint32_t>(hip_.device_count))
-    sdk::fail(GPUPLUG_STATUS_UNAVAILABLE,
-              "no device hip:" + std::to_string(config.ordinal) + " (" +
-                  std::to_string(hip_.device_count) +
-                  (hip_.device_count == 1 ? " AMD GPU)" : " AMD GPUs)"));
   make_current();
   arch_ = arch_name(hip_, ordinal_);
   managed_memory_ =
@@ -133,31 +130,17 @@ HipDevice::HipDevice(const sdk::DeviceConfig& config, const DriverApi& hip)
                              hip_.message + ")");
 }
 
-HipDevice::~HipDevice() {
-  // The SDK's shutdown() already synchronized and freed everything else; streams are ours.
+bool HipDevice::try_make_current() const noexcept {
   int current = -1;
-  if (hip_.get_device(&current) != hipSuccess || current != ordinal_)
-    (void)hip_.set_device(ordinal_);
-  for (hipStream_t stream : streams_) (void)hip_.stream_destroy(stream);
+  if (hip_.get_device(&current) == hipSuccess && current == ordinal_) return true;
+  return hip_.set_device(ordinal_) == hipSuccess;
 }
 
 void HipDevice::make_current() const {
   int current = -1;
   if (hip_.get_device(&current) == hipSuccess && current == ordinal_) return;
-  const hipError_t error = hip_.set_device(ordinal_);
-  if (error != hipSuccess) [[unlikely]]
-    fail_hip(hip_, with_ordinal("hipSetDevice", ordinal_), error);
-}
-
-hipStream_t HipDevice::stream_of(std::uint64_t stream, const char* operation) const {
-  if (stream == 0) return nullptr;
-  auto* handle = reinterpret_cast<hipStream_t>(stream);
-  std::shared_lock lock(streams_mutex_);
-  if (streams_.find(handle) == streams_.end())
-    sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT, std::string(operation) + ": unknown stream " +
-                                                   hex(stream) +
-                                                   " (not created by this backend, or destroyed)");
-  return handle;
+  if (const hipError_t error = hip_.set_device(ordinal_); error != hipSuccess) [[unlikely]]
+    throw_error(error, with_ordinal("hipSetDevice", ordinal_));
 }
 
 // ---- memory ----------------------------------------------------------------------------------
@@ -166,172 +149,160 @@ std::uint64_t HipDevice::vendor_alloc(std::uint64_t bytes) {
   make_current();
   void* ptr = nullptr;
   const hipError_t error = hip_.malloc(&ptr, bytes);
-  if (error != hipSuccess) fail_hip(hip_, "hipMalloc(" + std::to_string(bytes) + " bytes)", error);
+  if (error != hipSuccess) throw_error(error, "hipMalloc(" + std::to_string(bytes) + " bytes)");
   return reinterpret_cast<std::uint64_t>(ptr);
 }
 
 std::uint64_t HipDevice::vendor_alloc_managed(std::uint64_t bytes) {
+  const std::string where =
+      "hip:" + std::to_string(ordinal_) + " (" + (arch_.empty() ? "arch unknown" : arch_) + ")";
   if (!managed_memory_)
-    sdk::fail(GPUPLUG_STATUS_UNSUPPORTED,
-              "managed memory is not supported on hip:" + std::to_string(ordinal_) + " (" +
-                  (arch_.empty() ? std::string("arch unknown") : arch_) +
-                  "): hipDeviceAttributeManagedMemory is 0");
+    sdk::fail(GPUPLUG_STATUS_UNSUPPORTED, "managed memory is not supported on " + where +
+                                              ": hipDeviceAttributeManagedMemory is 0");
   if (arch_.find("xnack+") == std::string::npos && !xnack_warned_.exchange(true))
     log(GPUPLUG_LOG_WARNING,
-        "managed memory on hip:" + std::to_string(ordinal_) + " (" +
-            (arch_.empty() ? std::string("arch unknown") : arch_) +
-            ") with XNACK off: pages will not migrate on GPU access, so the GPU reads them over "
+        "managed memory on " + where +
+            " with XNACK off: pages will not migrate on GPU access, so the GPU reads them over "
             "the bus (enable XNACK with HSA_XNACK=1 on a kernel that supports it)");
   make_current();
   void* ptr = nullptr;
   const hipError_t error = hip_.malloc_managed(&ptr, bytes, hipMemAttachGlobal);
   if (error != hipSuccess)
-    fail_hip(hip_, "hipMallocManaged(" + std::to_string(bytes) + " bytes)", error);
+    throw_error(error, "hipMallocManaged(" + std::to_string(bytes) + " bytes)");
   return reinterpret_cast<std::uint64_t>(ptr);
 }
 
 void HipDevice::vendor_free(std::uint64_t ptr, gpuplug_alloc_kind_t /*kind: hipFree frees both*/) {
   make_current();
-  check(hip_, hip_.free(reinterpret_cast<void*>(ptr)), "hipFree");
+  check(hip_.free(as_ptr(ptr)), "hipFree");
 }
 
-void HipDevice::memory_info(std::uint64_t& free_bytes, std::uint64_t& total_bytes) {
+void HipDevice::vendor_memory_info(std::uint64_t& free_bytes, std::uint64_t& total_bytes) {
   make_current();
   std::size_t free_now = 0;
   std::size_t total = 0;
-  check(hip_, hip_.mem_get_info(&free_now, &total), "hipMemGetInfo");
+  check(hip_.mem_get_info(&free_now, &total), "hipMemGetInfo");
   free_bytes = free_now;
   total_bytes = total;
 }
 
-void HipDevice::device_info(gpuplug_device_info_t& out) { describe(hip_, ordinal_, out); }
+void HipDevice::vendor_device_info(gpuplug_device_info_t& out) { describe(hip_, ordinal_, out); }
+
+sdk::Access HipDevice::vendor_owns_range(std::uint64_t ptr, std::uint64_t bytes) {
+  // Memory from elsewhere in this process (another backend's, the application's): accepted when
+  // the runtime says it belongs to this device, and, where it can say, holds the whole range.
+  hipPointerAttribute_t attributes{};
+  if (hip_.pointer_get_attributes(&attributes, as_ptr(ptr)) != hipSuccess ||
+      attributes.device != ordinal_ || attributes.devicePointer == nullptr)
+    return sdk::Access::none;
+  if (hip_.mem_get_address_range != nullptr) {
+    hipDeviceptr_t base = nullptr;
+    std::size_t size = 0;
+    if (hip_.mem_get_address_range(&base, &size, as_ptr(ptr)) != hipSuccess)
+      return sdk::Access::none;
+    const auto start = reinterpret_cast<std::uint64_t>(base);
+    if (ptr < start || ptr - start >= size || bytes > size - (ptr - start))
+      return sdk::Access::none;
+  }
+  return sdk::Access::read_write;
+}
 
 // ---- copies and memset -----------------------------------------------------------------------
 // hipMemcpy is synchronous for the host and ordered on the null stream, which is how the ABI's
 // synchronous copies are specified. Managed pointers are valid device pointers for every kind.
 
-void HipDevice::copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) {
+void HipDevice::vendor_copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) {
   make_current();
-  check(hip_, hip_.memcpy(reinterpret_cast<void*>(dst), src, bytes, hipMemcpyHostToDevice),
-        "hipMemcpy(host to device)");
+  check(hip_.memcpy(as_ptr(dst), src, bytes, hipMemcpyHostToDevice), "hipMemcpy(host to device)");
+  // From pageable memory hipMemcpy may return once the source is staged, before the DMA lands;
+  // the synchronous copy promises the data is in place, as on CUDA.
+  check(hip_.stream_synchronize(nullptr), "hipStreamSynchronize after hipMemcpy(host to device)");
 }
 
-void HipDevice::copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) {
+void HipDevice::vendor_copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) {
   make_current();
-  check(hip_, hip_.memcpy(dst, reinterpret_cast<const void*>(src), bytes, hipMemcpyDeviceToHost),
-        "hipMemcpy(device to host)");
+  check(hip_.memcpy(dst, as_ptr(src), bytes, hipMemcpyDeviceToHost), "hipMemcpy(device to host)");
 }
 
-void HipDevice::copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) {
+void HipDevice::vendor_copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) {
   make_current();
-  check(hip_,
-        hip_.memcpy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes,
-                    hipMemcpyDeviceToDevice),
+  check(hip_.memcpy(as_ptr(dst), as_ptr(src), bytes, hipMemcpyDeviceToDevice),
         "hipMemcpy(device to device)");
 }
 
-void HipDevice::copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
-                               std::uint64_t stream) {
-  hipStream_t s = stream_of(stream, "hipMemcpyAsync(host to device)");
+void HipDevice::vendor_copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
+                                      std::uint64_t stream) {
   make_current();
-  check(hip_, hip_.memcpy_async(reinterpret_cast<void*>(dst), src, bytes, hipMemcpyHostToDevice, s),
+  check(hip_.memcpy_async(as_ptr(dst), src, bytes, hipMemcpyHostToDevice, as_stream(stream)),
         "hipMemcpyAsync(host to device)");
 }
 
-void HipDevice::copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
-                               std::uint64_t stream) {
-  hipStream_t s = stream_of(stream, "hipMemcpyAsync(device to host)");
+void HipDevice::vendor_copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
+                                      std::uint64_t stream) {
   make_current();
-  check(hip_,
-        hip_.memcpy_async(dst, reinterpret_cast<const void*>(src), bytes, hipMemcpyDeviceToHost, s),
+  check(hip_.memcpy_async(dst, as_ptr(src), bytes, hipMemcpyDeviceToHost, as_stream(stream)),
         "hipMemcpyAsync(device to host)");
 }
 
-void HipDevice::copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
-                               std::uint64_t stream) {
-  hipStream_t s = stream_of(stream, "hipMemcpyAsync(device to device)");
+void HipDevice::vendor_copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
+                                      std::uint64_t stream) {
   make_current();
-  check(hip_,
-        hip_.memcpy_async(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes,
-                          hipMemcpyDeviceToDevice, s),
+  check(hip_.memcpy_async(as_ptr(dst), as_ptr(src), bytes, hipMemcpyDeviceToDevice,
+                          as_stream(stream)),
         "hipMemcpyAsync(device to device)");
 }
 
-void HipDevice::memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
-                          std::uint64_t stream) {
-  hipStream_t s = stream_of(stream, "hipMemsetD8Async");
+void HipDevice::vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
+                                 std::uint64_t stream) {
   make_current();
-  check(hip_, hip_.memset_d8_async(reinterpret_cast<hipDeviceptr_t>(dst), value, bytes, s),
-        "hipMemsetD8Async");
+  check(hip_.memset_d8_async(as_ptr(dst), value, bytes, as_stream(stream)), "hipMemsetD8Async");
 }
 
 // ---- streams ---------------------------------------------------------------------------------
 
-std::uint64_t HipDevice::stream_create() {
+std::uint64_t HipDevice::vendor_stream_create() {
   make_current();
   hipStream_t stream = nullptr;
-  check(hip_, hip_.stream_create(&stream), "hipStreamCreate");
-  try {
-    std::unique_lock lock(streams_mutex_);
-    streams_.insert(stream);
-  } catch (...) {
-    (void)hip_.stream_destroy(stream);
-    throw;
-  }
+  check(hip_.stream_create(&stream), "hipStreamCreate");
   return reinterpret_cast<std::uint64_t>(stream);
 }
 
-void HipDevice::stream_destroy(std::uint64_t stream) {
-  if (stream == 0)
-    sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
-              "hipStreamDestroy: the default stream (0) is not "
-              "destroyable");
-  hipStream_t handle = stream_of(stream, "hipStreamDestroy");
-  {
-    std::unique_lock lock(streams_mutex_);
-    if (streams_.erase(handle) == 0)  // destroyed by another thread since stream_of
-      sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT, "hipStreamDestroy: stream already destroyed");
-  }
+void HipDevice::vendor_stream_destroy(std::uint64_t stream) {
   make_current();
   // The ABI promises the stream's work is done when this returns; hipStreamDestroy alone does
   // not wait. The stream is destroyed even when its work failed, and that failure reported.
-  const hipError_t waited = hip_.stream_synchronize(handle);
-  const hipError_t destroyed = hip_.stream_destroy(handle);
-  check(hip_, waited, "hipStreamSynchronize (before hipStreamDestroy)");
-  check(hip_, destroyed, "hipStreamDestroy");
+  const hipError_t waited = hip_.stream_synchronize(as_stream(stream));
+  const hipError_t destroyed = hip_.stream_destroy(as_stream(stream));
+  check(waited, "hipStreamSynchronize (before hipStreamDestroy)");
+  check(destroyed, "hipStreamDestroy");
 }
 
-void HipDevice::stream_synchronize(std::uint64_t stream) {
-  hipStream_t s = stream_of(stream, "hipStreamSynchronize");
+void HipDevice::vendor_stream_synchronize(std::uint64_t stream) {
   make_current();
-  check(hip_, hip_.stream_synchronize(s), "hipStreamSynchronize");
+  check(hip_.stream_synchronize(as_stream(stream)), "hipStreamSynchronize");
 }
 
-void HipDevice::synchronize() {
+void HipDevice::vendor_synchronize() {
   make_current();
-  std::vector<hipStream_t> streams;
-  {
-    std::shared_lock lock(streams_mutex_);
-    streams.assign(streams_.begin(), streams_.end());
-  }
-  check(hip_, hip_.stream_synchronize(nullptr), "hipStreamSynchronize(default stream)");
-  for (hipStream_t s : streams) check(hip_, hip_.stream_synchronize(s), "hipStreamSynchronize");
+  check(hip_.stream_synchronize(nullptr), "hipStreamSynchronize(default stream)");
+  for (const std::uint64_t s : streams().list())
+    check(hip_.stream_synchronize(as_stream(s)), "hipStreamSynchronize");
 }
 
 // ---- launch ----------------------------------------------------------------------------------
 
-void HipDevice::launch(std::uint64_t function, gpuplug_dim3_t grid, gpuplug_dim3_t block,
-                       std::uint32_t shared_bytes, std::uint64_t stream, void** params) {
+void HipDevice::vendor_launch(std::uint64_t function, gpuplug_dim3_t grid, gpuplug_dim3_t block,
+                              std::uint32_t shared_bytes, std::uint64_t stream, void** params) {
   make_current();
   const hipError_t error = hip_.module_launch_kernel(
       reinterpret_cast<hipFunction_t>(function), grid.x, grid.y, grid.z, block.x, block.y, block.z,
-      shared_bytes, reinterpret_cast<hipStream_t>(stream), params, nullptr);
+      shared_bytes, as_stream(stream), params, nullptr);
   if (error != hipSuccess) [[unlikely]] {
     char what[160];
     std::snprintf(what, sizeof what,
                   "hipModuleLaunchKernel(grid %ux%ux%u, block %ux%ux%u, %u shared bytes)", grid.x,
                   grid.y, grid.z, block.x, block.y, block.z, shared_bytes);
-    fail_hip(hip_, what, error, /*launching=*/true);
+    throw_error(error, what, /*launching=*/true);
   }
 }
 

@@ -4,29 +4,33 @@
 
 #include <atomic>
 #include <cstdint>
-#include <shared_mutex>
+#include <optional>
+#include <span>
 #include <string>
-#include <unordered_set>
+#include <string_view>
+#include <vector>
 
 #include "driver.hpp"
 #include "plugin_sdk.hpp"
 
 namespace gpuplug::hip {
 
-/// Fills `out` for device `ordinal` (name, UUID, gcnArchName, memory, CUs, managed memory). The
-/// free-memory query needs the device current, so it is made current on the calling thread for
-/// the call and the thread's previous device restored. Throws sdk::Failure.
+/// Fills `out` for device `ordinal` (which the SDK has checked): name, UUID, gcnArchName, memory,
+/// CUs, managed memory. The free-memory query needs the device current, so it is made current on
+/// the calling thread for the call and the thread's previous device restored. Throws sdk::Failure.
 void describe(const DriverApi& hip, int ordinal, gpuplug_device_info_t& out);
 
-/// One device with its own streams, modules and ledger (the SDK's). Thread-safety: every hook
-/// may run concurrently from many threads; each makes the device current on its calling thread
-/// first (HIP's current device is per thread), so callers need no HIP calls of their own.
+/// One device with its own streams, modules and ledger (the SDK's); this class is only the calls
+/// into the runtime. Device addresses the ledger and the module globals do not know are accepted
+/// only when hipPointerGetAttributes says they are memory of this device (and, where the runtime
+/// has hipMemGetAddressRange, the whole range lies in that allocation).
+/// Thread-safety: every hook may run concurrently from many threads; each makes the device current
+/// on its calling thread first (HIP's current device is per thread), so callers need no HIP calls
+/// of their own.
 class HipDevice final : public sdk::Device {
  public:
-  /// Needs an available driver and ordinal < device count. Throws sdk::Failure naming the reason.
+  /// Opens device `config.ordinal` (which the SDK has checked). Throws sdk::Failure.
   HipDevice(const sdk::DeviceConfig& config, const DriverApi& hip);
-  /// Destroys the streams still open (after the SDK's shutdown synchronized everything).
-  ~HipDevice() override;
 
   // memory
   std::uint64_t vendor_alloc(std::uint64_t bytes) override;
@@ -34,29 +38,30 @@ class HipDevice final : public sdk::Device {
   /// is off, since managed pages then do not migrate on GPU page faults.
   std::uint64_t vendor_alloc_managed(std::uint64_t bytes) override;
   void vendor_free(std::uint64_t ptr, gpuplug_alloc_kind_t kind) override;
-  void memory_info(std::uint64_t& free_bytes, std::uint64_t& total_bytes) override;
-  void device_info(gpuplug_device_info_t& out) override;
+  void vendor_memory_info(std::uint64_t& free_bytes, std::uint64_t& total_bytes) override;
+  void vendor_device_info(gpuplug_device_info_t& out) override;
+  sdk::Access vendor_owns_range(std::uint64_t ptr, std::uint64_t bytes) override;
 
   // copies and memset
-  void copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) override;
-  void copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) override;
-  void copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) override;
-  void copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
-                      std::uint64_t stream) override;
-  void copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
-                      std::uint64_t stream) override;
-  void copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
-                      std::uint64_t stream) override;
-  void memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
-                 std::uint64_t stream) override;
+  void vendor_copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) override;
+  void vendor_copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) override;
+  void vendor_copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) override;
+  void vendor_copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
+                             std::uint64_t stream) override;
+  void vendor_copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
+                             std::uint64_t stream) override;
+  void vendor_copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
+                             std::uint64_t stream) override;
+  void vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
+                        std::uint64_t stream) override;
 
   // streams
-  std::uint64_t stream_create() override;
-  void stream_destroy(std::uint64_t stream) override;
-  void stream_synchronize(std::uint64_t stream) override;
+  std::uint64_t vendor_stream_create() override;
+  void vendor_stream_destroy(std::uint64_t stream) override;
+  void vendor_stream_synchronize(std::uint64_t stream) override;
   /// Waits for the default stream and every stream this backend created (not for work other
   /// code queued on the same GPU).
-  void synchronize() override;
+  void vendor_synchronize() override;
 
   // modules (modules.cpp)
   sdk::VendorModule vendor_load_module(std::string_view name,
@@ -64,32 +69,28 @@ class HipDevice final : public sdk::Device {
   void vendor_unload_module(sdk::VendorModule module) noexcept override;
   std::uint64_t vendor_get_function(sdk::VendorModule module, const std::string& func) override;
   std::vector<std::string> vendor_list_functions(sdk::VendorModule module) override;
-  std::optional<std::pair<std::uint64_t, std::uint64_t>> vendor_get_global(
-      sdk::VendorModule module, const std::string& symbol) override;
+  std::optional<sdk::VendorGlobal> vendor_get_global(sdk::VendorModule module,
+                                                     const std::string& symbol) override;
   /// {".hsaco", ".co"}: offload bundles from hipcc --genco, or bare code objects.
-  std::vector<std::string> module_file_extensions() const override;
+  std::vector<std::string> vendor_module_file_extensions() const override;
 
   /// The hot path: one hipGetDevice (and hipSetDevice only when another device is current),
-  /// then hipModuleLaunchKernel. No allocation, no lock. `stream` is trusted here (the other
-  /// stream hooks validate theirs); `function` comes from vendor_get_function.
-  void launch(std::uint64_t function, gpuplug_dim3_t grid, gpuplug_dim3_t block,
-              std::uint32_t shared_bytes, std::uint64_t stream, void** params) override;
+  /// then hipModuleLaunchKernel. No allocation, no lock. `function` comes from
+  /// vendor_get_function.
+  void vendor_launch(std::uint64_t function, gpuplug_dim3_t grid, gpuplug_dim3_t block,
+                     std::uint32_t shared_bytes, std::uint64_t stream, void** params) override;
 
  private:
   /// Makes this device current on the calling thread (hipSetDevice when it is not already).
   void make_current() const;
-  /// The hipStream_t for an ABI stream value: 0 is the null stream; any other value must be a
-  /// stream this backend created and has not destroyed (else Failure(INVALID_ARGUMENT)).
-  hipStream_t stream_of(std::uint64_t stream, const char* operation) const;
+  /// As make_current, for noexcept paths: false when hipSetDevice failed.
+  bool try_make_current() const noexcept;
 
   const DriverApi& hip_;
   const int ordinal_;
   std::string arch_;             // gcnArchName, e.g. "gfx90a:sramecc+:xnack-" ("" if unreadable)
   bool managed_memory_ = false;  // hipDeviceAttributeManagedMemory == 1
   std::atomic<bool> xnack_warned_{false};  // the XNACK-off warning is logged once per backend
-
-  mutable std::shared_mutex streams_mutex_;
-  std::unordered_set<hipStream_t> streams_;  // created by stream_create, not yet destroyed
 };
 
 }  // namespace gpuplug::hip

@@ -3,23 +3,30 @@
 #include "driver.hpp"
 
 #include <dlfcn.h>
+#include <stdlib.h>  // secure_getenv
 
 #include <array>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <string_view>
+#include <utility>
 
-#include "plugin_sdk.hpp"
+#include "failure.hpp"
 
 namespace gpuplug::hip {
 namespace {
 
 // Tried in order: the unversioned name (the development symlink, i.e. the system's chosen ROCm),
 // then the newest major first, so that a machine with both picks the runtime that knows the
-// newest GPUs.
-constexpr std::array<const char*, 3> kLibraryNames = {"libamdhip64.so", "libamdhip64.so.6",
-                                                      "libamdhip64.so.5"};
+// newest GPUs. All through the loader's search path (LD_LIBRARY_PATH, ld.so.cache, ...).
+constexpr std::array<const char*, 4> kLibraryNames = {"libamdhip64.so", "libamdhip64.so.7",
+                                                      "libamdhip64.so.6", "libamdhip64.so.5"};
+// Then the same names in ROCm's own folders: its installer does not always add them to the
+// loader's path. $ROCM_PATH/lib first (read with secure_getenv: ignored in setuid programs),
+// then the default prefix.
+constexpr const char* kRocmPathVariable = "ROCM_PATH";
+constexpr const char* kDefaultRocmLib = "/opt/rocm/lib";
 
 // The one process-wide DriverApi and the flag that builds it. Both are constant-initialized and
 // trivially destructible (see DriverApi), so neither runs code at load or at exit.
@@ -31,29 +38,70 @@ void set_message(DriverApi& api, gpuplug_probe_reason_t reason, const std::strin
   std::snprintf(api.message, sizeof api.message, "%s", message.c_str());
 }
 
+// "hipInit: hipErrorNoDevice (no ROCm-capable device is detected)", with the names of `api`:
+// describe_error's text, usable while `api` is being loaded.
+std::string error_text(const DriverApi& api, std::string_view operation, hipError_t error) {
+  const char* name = api.get_error_name != nullptr ? api.get_error_name(error) : nullptr;
+  const char* text = api.get_error_string != nullptr ? api.get_error_string(error) : nullptr;
+  std::string out = std::string(operation) + ": ";
+  out += name != nullptr ? name : "hipError_t " + std::to_string(static_cast<int>(error));
+  if (text != nullptr && *text != '\0' && (name == nullptr || std::strcmp(name, text) != 0))
+    out += std::string(" (") + text + ")";
+  return out;
+}
+
 // "5.2" for 50221153 (HIP_VERSION = major * 10000000 + minor * 100000 + patch).
 std::string version_text(int version) {
   return std::to_string(version / 10000000) + "." + std::to_string(version / 100000 % 100);
 }
 
-void load(DriverApi& api) {
-  void* library = nullptr;
-  std::string why;  // the most telling dlerror: one about the library itself beats "no such file"
-  for (const char* name : kLibraryNames) {
-    library = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+// Tries every place in order (see kLibraryNames) and returns the first runtime that loads, its
+// name or path in api.library. On failure, `places` lists every place looked in and `why` holds
+// the most telling dlerror: one about a library itself beats "no such file".
+void* open_runtime(DriverApi& api, std::string& places, std::string& why) {
+  auto attempt = [&](const std::string& name) -> void* {
+    void* library = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (library != nullptr) {
-      std::snprintf(api.library, sizeof api.library, "%s", name);
-      break;
+      std::snprintf(api.library, sizeof api.library, "%s", name.c_str());
+      return library;
     }
-    const char* error = dlerror();
+    const char* error = dlerror();  // NOLINT(concurrency-mt-unsafe): runs once, under call_once
     std::string text = error != nullptr ? error : name;
     if (why.empty() || (why.find("No such file") != std::string::npos &&
                         text.find("No such file") == std::string::npos))
-      why = text;
+      why = std::move(text);
+    return nullptr;
+  };
+  for (const char* name : kLibraryNames)
+    if (void* library = attempt(name)) return library;
+  places = "the loader's path";
+  std::string folders[2];
+  if (const char* rocm = ::secure_getenv(kRocmPathVariable); rocm != nullptr && *rocm == '/') {
+    std::string folder = rocm;
+    while (folder.size() > 1 && folder.back() == '/') folder.pop_back();
+    folders[0] = folder + "/lib";
   }
+  if (folders[0] != kDefaultRocmLib) folders[1] = kDefaultRocmLib;
+  for (const std::string& folder : folders) {
+    if (folder.empty()) continue;
+    places += ", " + folder;
+    if (&folder == &folders[0]) places += " ($" + std::string(kRocmPathVariable) + "/lib)";
+    for (const char* name : kLibraryNames)
+      if (void* library = attempt(folder + "/" + name)) return library;
+  }
+  return nullptr;
+}
+
+void load(DriverApi& api) {
+  std::string places;
+  std::string why;
+  void* library = open_runtime(api, places, why);
   if (library == nullptr) {
+    // Every place, so that the fix (install ROCm, set ROCM_PATH, or LD_LIBRARY_PATH) is plain.
     set_message(api, GPUPLUG_PROBE_DRIVER_MISSING,
-                "driver missing: libamdhip64.so not found (" + why + ")");
+                "driver missing: libamdhip64.so not found (looked for libamdhip64.so, .so.7, "
+                ".so.6 and .so.5 in " +
+                    places + "; " + why + ")");
     return;
   }
 
@@ -93,11 +141,11 @@ void load(DriverApi& api) {
   }
   if (counted != hipSuccess) {
     set_message(api, GPUPLUG_PROBE_ERROR,
-                describe_error(api, "hipGetDeviceCount", counted) + "; " + runtime);
+                error_text(api, "hipGetDeviceCount", counted) + "; " + runtime);
     return;
   }
   if (init != hipSuccess) {
-    set_message(api, GPUPLUG_PROBE_ERROR, describe_error(api, "hipInit", init) + "; " + runtime);
+    set_message(api, GPUPLUG_PROBE_ERROR, error_text(api, "hipInit", init) + "; " + runtime);
     return;
   }
   api.device_count = count;
@@ -119,14 +167,8 @@ const DriverApi& driver() noexcept {
   return g_driver;
 }
 
-std::string describe_error(const DriverApi& hip, const std::string& operation, hipError_t error) {
-  const char* name = hip.get_error_name != nullptr ? hip.get_error_name(error) : nullptr;
-  const char* text = hip.get_error_string != nullptr ? hip.get_error_string(error) : nullptr;
-  std::string out = operation + ": ";
-  out += name != nullptr ? name : "hipError_t " + std::to_string(static_cast<int>(error));
-  if (text != nullptr && *text != '\0' && (name == nullptr || std::strcmp(name, text) != 0))
-    out += std::string(" (") + text + ")";
-  return out;
+std::string describe_error(std::string_view operation, hipError_t result) {
+  return error_text(driver(), operation, result);
 }
 
 gpuplug_status_t status_of(hipError_t error, bool launching) noexcept {
@@ -174,9 +216,8 @@ gpuplug_status_t status_of(hipError_t error, bool launching) noexcept {
   }
 }
 
-void fail_hip(const DriverApi& hip, const std::string& operation, hipError_t error,
-              bool launching) {
-  sdk::fail(status_of(error, launching), describe_error(hip, operation, error));
+void throw_error(hipError_t result, std::string_view operation, bool launching) {
+  sdk::fail(status_of(result, launching), describe_error(operation, result));
 }
 
 }  // namespace gpuplug::hip

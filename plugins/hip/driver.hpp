@@ -8,53 +8,57 @@
 // point's exact signature through decltype, and every call goes through the table below.
 //
 // Runtime versions: the names tried are libamdhip64.so, .so.6 and .so.5. Only entry points whose
-// C signature is the same in ROCm 5 and 6 are used. The one structure read, hipDeviceProp_t
-// (for gcnArchName and nothing else), changed layout in ROCm 6; there `hipGetDeviceProperties`
+// C signature is the same in ROCm 5 and 6 are used. Of the structures read, hipDeviceProp_t
+// (for gcnArchName and nothing else) changed layout in ROCm 6; there `hipGetDeviceProperties`
 // is a macro for hipGetDevicePropertiesR0600 while the exported symbol of the plain name keeps
 // the ROCm 5 layout, which is exactly the layout of the 5.x headers we compile against. The
 // buffer handed to it is oversized anyway, and the arch string is only trusted when it reads
-// like one (see device.cpp).
+// like one (see device.cpp). hipPointerAttribute_t kept its layout (ROCm 6 renamed the first
+// field and renumbered hipMemoryType, which is why only `device` is read from it).
 
 #include <gpuplug/abi.h>
 #include <hip/hip_runtime_api.h>
 
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 namespace gpuplug::hip {
 
 // Entry points gpuplug cannot work without. X(member, symbol). A runtime that lacks one is
 // reported as "driver too old", naming the symbol.
-#define GPUPLUG_HIP_REQUIRED_ENTRY_POINTS(X)       \
-  X(get_error_name, hipGetErrorName)               \
-  X(get_error_string, hipGetErrorString)           \
-  X(init, hipInit)                                 \
-  X(runtime_get_version, hipRuntimeGetVersion)     \
-  X(get_device_count, hipGetDeviceCount)           \
-  X(get_device, hipGetDevice)                      \
-  X(set_device, hipSetDevice)                      \
-  X(device_get_name, hipDeviceGetName)             \
-  X(device_total_mem, hipDeviceTotalMem)           \
-  X(device_get_attribute, hipDeviceGetAttribute)   \
-  X(get_device_properties, hipGetDeviceProperties) \
-  X(mem_get_info, hipMemGetInfo)                   \
-  X(free, hipFree)                                 \
-  X(memcpy, hipMemcpy)                             \
-  X(memcpy_async, hipMemcpyAsync)                  \
-  X(memset_d8_async, hipMemsetD8Async)             \
-  X(stream_create, hipStreamCreate)                \
-  X(stream_destroy, hipStreamDestroy)              \
-  X(stream_synchronize, hipStreamSynchronize)      \
-  X(module_load_data, hipModuleLoadData)           \
-  X(module_unload, hipModuleUnload)                \
-  X(module_get_function, hipModuleGetFunction)     \
-  X(module_get_global, hipModuleGetGlobal)         \
+#define GPUPLUG_HIP_REQUIRED_ENTRY_POINTS(X)         \
+  X(get_error_name, hipGetErrorName)                 \
+  X(get_error_string, hipGetErrorString)             \
+  X(init, hipInit)                                   \
+  X(runtime_get_version, hipRuntimeGetVersion)       \
+  X(get_device_count, hipGetDeviceCount)             \
+  X(get_device, hipGetDevice)                        \
+  X(set_device, hipSetDevice)                        \
+  X(device_get_name, hipDeviceGetName)               \
+  X(device_total_mem, hipDeviceTotalMem)             \
+  X(device_get_attribute, hipDeviceGetAttribute)     \
+  X(get_device_properties, hipGetDeviceProperties)   \
+  X(mem_get_info, hipMemGetInfo)                     \
+  X(pointer_get_attributes, hipPointerGetAttributes) \
+  X(free, hipFree)                                   \
+  X(memcpy, hipMemcpy)                               \
+  X(memcpy_async, hipMemcpyAsync)                    \
+  X(memset_d8_async, hipMemsetD8Async)               \
+  X(stream_create, hipStreamCreate)                  \
+  X(stream_destroy, hipStreamDestroy)                \
+  X(stream_synchronize, hipStreamSynchronize)        \
+  X(module_load_data, hipModuleLoadData)             \
+  X(module_unload, hipModuleUnload)                  \
+  X(module_get_function, hipModuleGetFunction)       \
+  X(module_get_global, hipModuleGetGlobal)           \
   X(module_launch_kernel, hipModuleLaunchKernel)
 
 // Entry points used when the runtime has them (null otherwise).
 #define GPUPLUG_HIP_OPTIONAL_ENTRY_POINTS(X) \
   X(device_get_uuid, hipDeviceGetUuid)       \
-  X(driver_get_version, hipDriverGetVersion)
+  X(driver_get_version, hipDriverGetVersion) \
+  X(mem_get_address_range, hipMemGetAddressRange)
 
 // hipMalloc and hipMallocManaged are overloaded in C++ (template helpers in the header), so their
 // C signatures are spelled out; the static_cast checks them against the header's declaration.
@@ -74,7 +78,9 @@ struct DriverApi {
   gpuplug_probe_reason_t reason = GPUPLUG_PROBE_ERROR;  // GPUPLUG_PROBE_AVAILABLE when usable
   // Why unusable, or a summary: "HIP runtime 5.2 (libamdhip64.so), 1 device".
   char message[480] = {};
-  char library[64] = {};    // the name that loaded: "libamdhip64.so.6"; "" when none did
+  // The name or path that loaded: "libamdhip64.so.6", "/opt/rocm/lib/libamdhip64.so"; "" when
+  // none did (see driver.cpp for the places tried, in order).
+  char library[256] = {};
   int runtime_version = 0;  // hipRuntimeGetVersion (e.g. 50221153); 0 when unknown
   int device_count = 0;     // hipGetDeviceCount; 0 unless available
 
@@ -96,22 +102,25 @@ static_assert(std::is_trivially_destructible_v<DriverApi>,
 /// ("no AMD GPU (hipErrorNoDevice)"), PROBE_ERROR (any other runtime error, named).
 const DriverApi& driver() noexcept;
 
+// The error helpers: the same three, with the same signatures, in every driver.hpp.
+
 /// "hipMalloc(4096 bytes): hipErrorOutOfMemory (out of memory)": the operation, the error's name
 /// and its description (the description is left out where the runtime repeats the name).
-std::string describe_error(const DriverApi& hip, const std::string& operation, hipError_t error);
+std::string describe_error(std::string_view operation, hipError_t result);
 
 /// Maps a hipError_t to the ABI status an operation reports (OUT_OF_MEMORY, INVALID_IMAGE, ...).
-/// `launching` maps kernel faults and launch errors to LAUNCH_FAILED.
-gpuplug_status_t status_of(hipError_t error, bool launching = false) noexcept;
+/// Kernel faults map to LAUNCH_FAILED everywhere (they surface at the next synchronizing call);
+/// `launching` maps every other error of a launch to LAUNCH_FAILED too.
+gpuplug_status_t status_of(hipError_t result, bool launching = false) noexcept;
 
-/// Throws sdk::Failure(status_of(error, launching), describe_error(...)). Cold path of check().
-[[noreturn]] void fail_hip(const DriverApi& hip, const std::string& operation, hipError_t error,
-                           bool launching = false);
+/// Throws sdk::Failure(status_of(result, launching), describe_error(operation, result)).
+[[noreturn]] void throw_error(hipError_t result, std::string_view operation,
+                              bool launching = false);
 
-/// Returns when `error` is hipSuccess, else fail_hip. The message is only built on failure.
-inline void check(const DriverApi& hip, hipError_t error, const char* operation) {
-  if (error != hipSuccess) [[unlikely]]
-    fail_hip(hip, operation, error);
+/// Returns when `result` is hipSuccess, else throw_error. The message is only built on failure.
+inline void check(hipError_t result, std::string_view operation, bool launching = false) {
+  if (result != hipSuccess) [[unlikely]]
+    throw_error(result, operation, launching);
 }
 
 }  // namespace gpuplug::hip

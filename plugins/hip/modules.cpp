@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// HipDevice's module hooks: hipModuleLoadData/Unload/GetFunction/GetGlobal and kernel listing.
+// HipDevice's module hooks: hipModuleLoadData/Unload/GetFunction/GetGlobal and kernel listing
+// (image.cpp checks and reads the bytes).
 #include <algorithm>
 #include <memory>
 
-#include "code_object.hpp"
 #include "device.hpp"
+#include "gpuplug/support/text.hpp"
+#include "image.hpp"
 
 namespace gpuplug::hip {
 namespace {
@@ -31,46 +33,13 @@ bool is_not_found(hipError_t error) noexcept {
          error == hipErrorInvalidDeviceFunction || error == hipErrorSharedObjectSymbolNotFound;
 }
 
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
-  return out;
-}
-
-// The AMDGPU targets a bundle carries, for the message when none fits the device.
-std::vector<std::string> bundle_targets(std::span<const std::byte> image) {
-  std::vector<std::string> targets;
-  if (const auto entries = parse_offload_bundle(image))
-    for (const BundleEntry& entry : *entries)
-      if (const std::string_view target = amdgpu_target_of(entry.id); !target.empty())
-        targets.emplace_back(target);
-  return targets;
-}
-
 }  // namespace
 
 sdk::VendorModule HipDevice::vendor_load_module(std::string_view name,
                                                 std::span<const std::byte> image) {
   const std::string what = "module " + std::string(name);
-  // hipModuleLoadData is given no size, so the runtime trusts the headers it reads. Only images
-  // whose structure was checked against `image`'s bounds are handed over.
-  if (is_offload_bundle(image)) {
-    if (!parse_offload_bundle(image))
-      sdk::fail(GPUPLUG_STATUS_INVALID_IMAGE,
-                what + ": malformed clang offload bundle (an entry lies outside the " +
-                    std::to_string(image.size()) + "-byte image)");
-  } else if (is_elf(image)) {
-    if (elf_machine(image) != kElfMachineAmdgpu || !read_elf_symbols(image))
-      sdk::fail(GPUPLUG_STATUS_INVALID_IMAGE,
-                what +
-                    ": not an AMDGPU code object (an ELF file, but not a well-formed ELF64 for "
-                    "EM_AMDGPU)");
-  } else if (!is_compressed_bundle(image)) {
-    sdk::fail(GPUPLUG_STATUS_INVALID_IMAGE,
-              what +
-                  ": not a HIP code object (expected a clang offload bundle from hipcc "
-                  "--genco, or an AMDGPU ELF code object)");
-  }
+  if (const std::string problem = image_problem(image); !problem.empty())
+    sdk::fail(GPUPLUG_STATUS_INVALID_IMAGE, what + ": " + problem);
 
   auto module = std::make_unique<LoadedModule>();
   module->image.assign(image.begin(), image.end());
@@ -78,12 +47,12 @@ sdk::VendorModule HipDevice::vendor_load_module(std::string_view name,
   const hipError_t error = hip_.module_load_data(&module->handle, module->image.data());
   if (error != hipSuccess) {
     module->handle = nullptr;  // some releases leave the out-handle unset on failure
-    std::string why = describe_error(hip_, "hipModuleLoadData(" + what + ")", error);
+    std::string why = describe_error("hipModuleLoadData(" + what + ")", error);
     if (const auto targets = bundle_targets(image);
         !targets.empty() && std::none_of(targets.begin(), targets.end(),
                                          [&](const auto& t) { return target_matches(t, arch_); }))
       why += "; the image has no code object for " + (arch_.empty() ? "this GPU" : arch_) +
-             " (it has " + join(targets) + ")";
+             " (it has " + support::join(targets) + ")";
     sdk::fail(status_of(error) == GPUPLUG_STATUS_DEVICE_ERROR ? GPUPLUG_STATUS_INVALID_IMAGE
                                                               : status_of(error),
               why);
@@ -97,13 +66,11 @@ sdk::VendorModule HipDevice::vendor_load_module(std::string_view name,
 
 void HipDevice::vendor_unload_module(sdk::VendorModule module) noexcept {
   std::unique_ptr<LoadedModule> owned(&loaded(module));
-  int current = -1;
-  if (hip_.get_device(&current) != hipSuccess || current != ordinal_)
-    (void)hip_.set_device(ordinal_);
+  (void)try_make_current();
   const hipError_t error = hip_.module_unload(owned->handle);
   if (error != hipSuccess) {
     try {
-      log(GPUPLUG_LOG_WARNING, describe_error(hip_, "hipModuleUnload", error));
+      log(GPUPLUG_LOG_WARNING, describe_error("hipModuleUnload", error));
     } catch (...) {  // building the message failed (out of memory): nothing more to say
     }
   }
@@ -119,15 +86,15 @@ std::uint64_t HipDevice::vendor_get_function(sdk::VendorModule module, const std
   const hipError_t error = hip_.module_get_function(&function, m.handle, func.c_str());
   if (error == hipSuccess) return reinterpret_cast<std::uint64_t>(function);
   if (is_not_found(error)) return 0;
-  fail_hip(hip_, "hipModuleGetFunction(" + func + ")", error);
+  throw_error(error, "hipModuleGetFunction(" + func + ")");
 }
 
 std::vector<std::string> HipDevice::vendor_list_functions(sdk::VendorModule module) {
   return loaded(module).kernels;
 }
 
-std::optional<std::pair<std::uint64_t, std::uint64_t>> HipDevice::vendor_get_global(
-    sdk::VendorModule module, const std::string& symbol) {
+std::optional<sdk::VendorGlobal> HipDevice::vendor_get_global(sdk::VendorModule module,
+                                                              const std::string& symbol) {
   make_current();
   hipDeviceptr_t address = nullptr;
   std::size_t bytes = 0;
@@ -135,11 +102,13 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> HipDevice::vendor_get_glo
       hip_.module_get_global(&address, &bytes, loaded(module).handle, symbol.c_str());
   // The size is only meaningful after success; a failed lookup may leave it stale.
   if (error == hipSuccess && address != nullptr)
-    return std::pair{reinterpret_cast<std::uint64_t>(address), std::uint64_t{bytes}};
+    return sdk::VendorGlobal{reinterpret_cast<std::uint64_t>(address), bytes};
   if (error == hipSuccess || is_not_found(error)) return std::nullopt;
-  fail_hip(hip_, "hipModuleGetGlobal(" + symbol + ")", error);
+  throw_error(error, "hipModuleGetGlobal(" + symbol + ")");
 }
 
-std::vector<std::string> HipDevice::module_file_extensions() const { return {".hsaco", ".co"}; }
+std::vector<std::string> HipDevice::vendor_module_file_extensions() const {
+  return {".hsaco", ".co"};
+}
 
 }  // namespace gpuplug::hip

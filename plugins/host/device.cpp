@@ -5,44 +5,27 @@
 #include <sys/sysinfo.h>
 #include <sys/utsname.h>
 
-#include <cinttypes>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <limits>
 #include <mutex>
 #include <string>
 
-#include "ledger.hpp"
+#include "gpuplug/support/text.hpp"
 
 namespace gpuplug::host {
 namespace {
 
-std::string hex(std::uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
-  return buf;
-}
-
-/// strerror for messages, thread-safe (the GNU strerror_r returns the text).
-std::string errno_text(int err) {
-  char buf[128];
-  return strerror_r(err, buf, sizeof buf);
-}
-
 unsigned threads_option(const sdk::DeviceConfig& config) {
   const auto it = config.options.find("threads");
   if (it == config.options.end()) return machine_threads();
-  const std::string& text = it->second;
-  unsigned long n = 0;
-  bool ok = !text.empty() && text.size() <= 5;
-  for (char c : text) ok = ok && c >= '0' && c <= '9';
-  if (ok) n = std::strtoul(text.c_str(), nullptr, 10);
-  if (!ok || n == 0 || n > 4096)
+  const std::optional<std::uint64_t> n = sdk::parse_unsigned(it->second);
+  if (!n || *n == 0 || *n > 4096)
     sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
-              "option threads='" + text + "' is not a worker count (1 to 4096)");
-  return static_cast<unsigned>(n);
+              "option threads='" + it->second + "' is not a worker count (1 to 4096)");
+  return static_cast<unsigned>(*n);
 }
 
 void* as_ptr(std::uint64_t p) noexcept {
@@ -62,7 +45,7 @@ std::uint64_t host_alloc(std::uint64_t bytes, const char* what) {
   void* p = rounded < bytes ? nullptr : std::aligned_alloc(kHostAlignment, as_size(rounded));
   if (p == nullptr)
     sdk::fail(GPUPLUG_STATUS_OUT_OF_MEMORY, std::string(what) + " of " +
-                                                sdk::describe_bytes(bytes) +
+                                                support::describe_bytes(bytes) +
                                                 " failed: the host is out of memory");
   return reinterpret_cast<std::uintptr_t>(p);
 }
@@ -105,7 +88,8 @@ std::string machine_arch() {
 void host_memory(std::uint64_t& free_bytes, std::uint64_t& total_bytes) {
   struct sysinfo si {};
   if (sysinfo(&si) != 0)
-    sdk::fail(GPUPLUG_STATUS_DEVICE_ERROR, std::string("sysinfo failed: ") + errno_text(errno));
+    sdk::fail(GPUPLUG_STATUS_DEVICE_ERROR,
+              std::string("sysinfo failed: ") + support::errno_text(errno));
   const std::uint64_t unit = si.mem_unit == 0 ? 1 : si.mem_unit;
   total_bytes = static_cast<std::uint64_t>(si.totalram) * unit;
   free_bytes = static_cast<std::uint64_t>(si.freeram) * unit;
@@ -117,7 +101,8 @@ void describe_host(gpuplug_device_info_t& out, unsigned threads) {
   std::snprintf(out.arch, sizeof out.arch, "%s", machine_arch().c_str());
   host_memory(out.free_memory, out.total_memory);
   out.compute_units = threads;
-  out.managed_memory = 1;  // host memory is reachable from both sides
+  out.managed_memory = 1;             // host memory is reachable from both sides
+  out.concurrent_managed_access = 1;  // "kernels" are host threads: no migration, no fault
 }
 
 // ---- HostDevice --------------------------------------------------------------------------------
@@ -139,37 +124,27 @@ void HostDevice::vendor_free(std::uint64_t ptr, gpuplug_alloc_kind_t /*kind*/) {
   std::free(as_ptr(ptr));
 }
 
-void HostDevice::memory_info(std::uint64_t& free_bytes, std::uint64_t& total_bytes) {
+void HostDevice::vendor_memory_info(std::uint64_t& free_bytes, std::uint64_t& total_bytes) {
   host_memory(free_bytes, total_bytes);
 }
 
-void HostDevice::device_info(gpuplug_device_info_t& out) {
+void HostDevice::vendor_device_info(gpuplug_device_info_t& out) {
   describe_host(out, executor_.workers());
 }
 
-void HostDevice::check_device_range(const char* op, std::uint64_t ptr, std::uint64_t bytes,
-                                    bool write) {
-  if (ledger().find(ptr)) return;  // a live allocation: the SDK checked the range against it
-  {
-    std::shared_lock lock(segments_mutex_);
-    for (const Segment& s : segments_) {
-      if (ptr < s.begin || ptr >= s.end) continue;
-      if (bytes > s.end - ptr) break;  // runs off the end of the segment
-      if (write && !s.writable)
-        sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
-                  std::string(op) + ": " + hex(ptr) + " is read-only module memory");
-      return;
-    }
+sdk::Access HostDevice::vendor_owns_range(std::uint64_t ptr, std::uint64_t bytes) {
+  std::shared_lock lock(segments_mutex_);
+  for (const Segment& s : segments_) {
+    if (ptr < s.range.begin || ptr >= s.range.end) continue;
+    if (bytes > s.range.end - ptr) break;  // runs off the end of the segment
+    return s.range.writable ? sdk::Access::read_write : sdk::Access::read;
   }
-  sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
-            std::string(op) + ": " + hex(ptr) + " + " + std::to_string(bytes) +
-                " bytes is not memory of this device (no live allocation or loaded module covers "
-                "it; freed already?)");
+  return sdk::Access::none;
 }
 
-void HostDevice::add_segments(std::vector<Segment> segments) {
+void HostDevice::add_segments(const std::vector<ImageSegment>& segments, std::uintptr_t module) {
   std::unique_lock lock(segments_mutex_);
-  segments_.insert(segments_.end(), segments.begin(), segments.end());
+  for (const ImageSegment& s : segments) segments_.push_back(Segment{s, module});
 }
 
 void HostDevice::remove_segments(std::uintptr_t module) noexcept {
@@ -177,57 +152,51 @@ void HostDevice::remove_segments(std::uintptr_t module) noexcept {
   std::erase_if(segments_, [module](const Segment& s) { return s.module == module; });
 }
 
-void HostDevice::copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) {
-  check_device_range("copy_h2d", dst, bytes, true);
+// Copies and memset run on the executor: in order on their stream, synchronously on stream 0.
+void HostDevice::vendor_copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) {
   executor_.copy(0, as_ptr(dst), src, as_size(bytes));
 }
 
-void HostDevice::copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) {
-  check_device_range("copy_d2h", src, bytes, false);
+void HostDevice::vendor_copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) {
   executor_.copy(0, dst, as_ptr(src), as_size(bytes));
 }
 
-void HostDevice::copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) {
-  check_device_range("copy_d2d", dst, bytes, true);
-  check_device_range("copy_d2d", src, bytes, false);
+void HostDevice::vendor_copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) {
   executor_.copy(0, as_ptr(dst), as_ptr(src), as_size(bytes));
 }
 
-void HostDevice::copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
-                                std::uint64_t stream) {
-  check_device_range("copy_h2d_async", dst, bytes, true);
+void HostDevice::vendor_copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
+                                       std::uint64_t stream) {
   executor_.copy(stream, as_ptr(dst), src, as_size(bytes));
 }
 
-void HostDevice::copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
-                                std::uint64_t stream) {
-  check_device_range("copy_d2h_async", src, bytes, false);
+void HostDevice::vendor_copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
+                                       std::uint64_t stream) {
   executor_.copy(stream, dst, as_ptr(src), as_size(bytes));
 }
 
-void HostDevice::copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
-                                std::uint64_t stream) {
-  check_device_range("copy_d2d_async", dst, bytes, true);
-  check_device_range("copy_d2d_async", src, bytes, false);
+void HostDevice::vendor_copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
+                                       std::uint64_t stream) {
   executor_.copy(stream, as_ptr(dst), as_ptr(src), as_size(bytes));
 }
 
-void HostDevice::memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
-                           std::uint64_t stream) {
-  check_device_range("memset_d8", dst, bytes, true);
+void HostDevice::vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
+                                  std::uint64_t stream) {
   executor_.fill(stream, as_ptr(dst), value, as_size(bytes));
 }
 
-std::uint64_t HostDevice::stream_create() { return executor_.create_stream(); }
+std::uint64_t HostDevice::vendor_stream_create() { return executor_.create_stream(); }
 
-void HostDevice::stream_destroy(std::uint64_t stream) { executor_.destroy_stream(stream); }
+void HostDevice::vendor_stream_destroy(std::uint64_t stream) { executor_.destroy_stream(stream); }
 
-void HostDevice::stream_synchronize(std::uint64_t stream) { executor_.synchronize_stream(stream); }
+void HostDevice::vendor_stream_synchronize(std::uint64_t stream) {
+  executor_.synchronize_stream(stream);
+}
 
-void HostDevice::synchronize() { executor_.synchronize(); }
+void HostDevice::vendor_synchronize() { executor_.synchronize(); }
 
-void HostDevice::launch(std::uint64_t function, gpuplug_dim3_t grid, gpuplug_dim3_t block,
-                        std::uint32_t shared_bytes, std::uint64_t stream, void** params) {
+void HostDevice::vendor_launch(std::uint64_t function, gpuplug_dim3_t grid, gpuplug_dim3_t block,
+                               std::uint32_t shared_bytes, std::uint64_t stream, void** params) {
   if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0)
     sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
               "launch: empty grid (" + std::to_string(grid.x) + ", " + std::to_string(grid.y) +

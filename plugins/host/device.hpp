@@ -11,7 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "executor.hpp"
+#include "driver.hpp"
+#include "image.hpp"
 #include "plugin_sdk.hpp"
 
 namespace gpuplug::host {
@@ -36,37 +37,41 @@ namespace gpuplug::host {
 /// Device memory is plain host memory, so both kinds are host-accessible and 256-byte aligned.
 inline constexpr std::size_t kHostAlignment = 256;
 
-/// One host "device": the CPU with its own worker pool, streams, ledger and modules.
+/// One host "device": the CPU with its own worker pool (the driver, driver.hpp); the ledger,
+/// modules and streams are the SDK's. Device memory is what the ledger holds plus the segments
+/// of loaded modules (a CPU would fault on anything else, where a GPU driver refuses it).
 class HostDevice final : public sdk::Device {
  public:
   /// Honours the common options plus "threads" (worker count; default: the CPUs this process
   /// may run on). Throws Failure(INVALID_ARGUMENT) for a bad "threads" value.
   explicit HostDevice(const sdk::DeviceConfig& config);
-  /// Runs shutdown() (synchronize, unload modules, sweep) while the executor still exists.
+  /// Runs shutdown() (synchronize, unload modules, sweep, streams) while the executor exists.
   ~HostDevice() override;
 
   std::uint64_t vendor_alloc(std::uint64_t bytes) override;
   std::uint64_t vendor_alloc_managed(std::uint64_t bytes) override;
   void vendor_free(std::uint64_t ptr, gpuplug_alloc_kind_t kind) override;
-  void memory_info(std::uint64_t& free_bytes, std::uint64_t& total_bytes) override;
-  void device_info(gpuplug_device_info_t& out) override;
+  void vendor_memory_info(std::uint64_t& free_bytes, std::uint64_t& total_bytes) override;
+  void vendor_device_info(gpuplug_device_info_t& out) override;
+  /// The segments of loaded modules: read_write where writable, read where read-only.
+  sdk::Access vendor_owns_range(std::uint64_t ptr, std::uint64_t bytes) override;
 
-  void copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) override;
-  void copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) override;
-  void copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) override;
-  void copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
-                      std::uint64_t stream) override;
-  void copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
-                      std::uint64_t stream) override;
-  void copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
-                      std::uint64_t stream) override;
-  void memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
-                 std::uint64_t stream) override;
+  void vendor_copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) override;
+  void vendor_copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) override;
+  void vendor_copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) override;
+  void vendor_copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
+                             std::uint64_t stream) override;
+  void vendor_copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
+                             std::uint64_t stream) override;
+  void vendor_copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
+                             std::uint64_t stream) override;
+  void vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
+                        std::uint64_t stream) override;
 
-  std::uint64_t stream_create() override;
-  void stream_destroy(std::uint64_t stream) override;
-  void stream_synchronize(std::uint64_t stream) override;
-  void synchronize() override;
+  std::uint64_t vendor_stream_create() override;
+  void vendor_stream_destroy(std::uint64_t stream) override;
+  void vendor_stream_synchronize(std::uint64_t stream) override;
+  void vendor_synchronize() override;
 
   // modules.cpp
   sdk::VendorModule vendor_load_module(std::string_view name,
@@ -74,26 +79,20 @@ class HostDevice final : public sdk::Device {
   void vendor_unload_module(sdk::VendorModule module) noexcept override;
   std::uint64_t vendor_get_function(sdk::VendorModule module, const std::string& func) override;
   std::vector<std::string> vendor_list_functions(sdk::VendorModule module) override;
-  std::optional<std::pair<std::uint64_t, std::uint64_t>> vendor_get_global(
-      sdk::VendorModule module, const std::string& symbol) override;
-  std::vector<std::string> module_file_extensions() const override { return {".so"}; }
+  std::optional<sdk::VendorGlobal> vendor_get_global(sdk::VendorModule module,
+                                                     const std::string& symbol) override;
+  std::vector<std::string> vendor_module_file_extensions() const override { return {".so"}; }
 
-  void launch(std::uint64_t function, gpuplug_dim3_t grid, gpuplug_dim3_t block,
-              std::uint32_t shared_bytes, std::uint64_t stream, void** params) override;
+  void vendor_launch(std::uint64_t function, gpuplug_dim3_t grid, gpuplug_dim3_t block,
+                     std::uint32_t shared_bytes, std::uint64_t stream, void** params) override;
 
  private:
-  /// A loaded module's mapped segment: module globals live here, so copies may name them.
+  /// A loaded module's mapped segment: module memory, which copies may name.
   struct Segment {
-    std::uint64_t begin, end;  // [begin, end)
-    bool writable;             // PF_W and outside PT_GNU_RELRO
-    std::uintptr_t module;     // the HostModule it belongs to
+    ImageSegment range;
+    std::uintptr_t module;  // the HostModule it belongs to
   };
-  /// Throws Failure(INVALID_ARGUMENT) naming `op` unless [ptr, ptr + bytes) is memory of this
-  /// device: a live allocation (whose bounds the SDK has already checked) or a segment of a
-  /// loaded module, a writable one when `write`. A CPU would fault on anything else where a
-  /// GPU driver refuses it, so the host backend refuses it too.
-  void check_device_range(const char* op, std::uint64_t ptr, std::uint64_t bytes, bool write);
-  void add_segments(std::vector<Segment> segments);
+  void add_segments(const std::vector<ImageSegment>& segments, std::uintptr_t module);
   void remove_segments(std::uintptr_t module) noexcept;
 
   mutable std::shared_mutex segments_mutex_;

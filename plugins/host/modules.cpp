@@ -1,32 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
-// Host kernel modules: ELF shared objects loaded from bytes (memfd + dlopen), symbols by name.
+// Host kernel modules: ELF shared objects loaded from bytes (memfd + dlopen), symbols by name
+// (image.cpp checks and reads the bytes).
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <string>
 
 #include "device.hpp"
+#include "gpuplug/support/text.hpp"
+#include "image.hpp"
 
 namespace gpuplug::host {
 namespace {
-
-#if defined(__x86_64__)
-constexpr std::uint16_t kMachine = EM_X86_64;
-#elif defined(__aarch64__)
-constexpr std::uint16_t kMachine = EM_AARCH64;
-#elif defined(__powerpc64__)
-constexpr std::uint16_t kMachine = EM_PPC64;
-#elif defined(__riscv) && __riscv_xlen == 64
-constexpr std::uint16_t kMachine = EM_RISCV;
-#else
-#error "the host backend needs a 64-bit ELF target it knows"
-#endif
 
 /// One loaded module. The memfd stays open while the module is loaded: dlopen knows the object
 /// by its path "/proc/self/fd/N", so keeping N busy keeps the name unique (see load_image).
@@ -42,103 +31,8 @@ HostModule& as_module(sdk::VendorModule m) {
   return *reinterpret_cast<HostModule*>(static_cast<std::uintptr_t>(m));
 }
 
-/// strerror for messages, thread-safe (the GNU strerror_r returns the text).
-std::string errno_text(int err) {
-  char buf[128];
-  return strerror_r(err, buf, sizeof buf);
-}
-
 [[noreturn]] void invalid(std::string_view module, const std::string& why) {
   sdk::fail(GPUPLUG_STATUS_INVALID_IMAGE, "module " + std::string(module) + ": " + why);
-}
-
-bool in_bounds(std::uint64_t offset, std::uint64_t size, std::uint64_t total) {
-  return offset <= total && size <= total - offset;
-}
-
-template <class T>
-T read_at(std::span<const std::byte> image, std::uint64_t offset) {
-  T value;
-  std::memcpy(&value, image.data() + offset, sizeof value);  // images need not be aligned
-  return value;
-}
-
-/// Checks what dlopen trusts without checking: that the program headers and every loadable
-/// segment lie inside the image (a truncated image would otherwise fault inside the loader).
-/// Returns "" when the image looks loadable; a reason otherwise. Images that are not ELF at all
-/// are left to dlopen, whose message then names the problem.
-std::string check_segments(std::span<const std::byte> image) {
-  const auto eh = read_at<Elf64_Ehdr>(image, 0);
-  if (eh.e_ident[EI_CLASS] != ELFCLASS64) return "";  // dlopen reports "wrong ELF class"
-  if (eh.e_type != ET_DYN)
-    return "an ELF file of type " + std::to_string(eh.e_type) + ", not a shared object";
-  if (eh.e_machine != kMachine) return "";  // dlopen names the machine mismatch
-  if (eh.e_phentsize != sizeof(Elf64_Phdr)) return "unexpected program header size";
-  if (!in_bounds(eh.e_phoff, std::uint64_t{eh.e_phnum} * sizeof(Elf64_Phdr), image.size()))
-    return "program headers lie outside the image (truncated?)";
-  for (std::uint16_t i = 0; i < eh.e_phnum; ++i) {
-    const auto ph = read_at<Elf64_Phdr>(image, eh.e_phoff + std::uint64_t{i} * sizeof(Elf64_Phdr));
-    if (ph.p_type == PT_LOAD && !in_bounds(ph.p_offset, ph.p_filesz, image.size()))
-      return "segment " + std::to_string(i) + " extends past the end of the image (" +
-             std::to_string(image.size()) + " bytes; truncated?)";
-  }
-  return "";
-}
-
-/// The loadable segments of an image loaded at `base`, read-only where PT_GNU_RELRO covers them
-/// (those come first, so a lookup that takes the first match sees them as read-only).
-template <class Segment>
-std::vector<Segment> image_segments(std::span<const std::byte> image, std::uint64_t base,
-                                    std::uintptr_t module) {
-  std::vector<Segment> relro, loads;
-  const auto eh = read_at<Elf64_Ehdr>(image, 0);
-  for (std::uint16_t i = 0; i < eh.e_phnum; ++i) {
-    const auto ph = read_at<Elf64_Phdr>(image, eh.e_phoff + std::uint64_t{i} * sizeof(Elf64_Phdr));
-    const Segment s{base + ph.p_vaddr, base + ph.p_vaddr + ph.p_memsz, (ph.p_flags & PF_W) != 0,
-                    module};
-    if (ph.p_type == PT_LOAD && ph.p_memsz != 0) loads.push_back(s);
-    if (ph.p_type == PT_GNU_RELRO && ph.p_memsz != 0)
-      relro.push_back({s.begin, s.end, false, module});
-  }
-  relro.insert(relro.end(), loads.begin(), loads.end());
-  return relro;
-}
-
-/// Names of the defined global functions in the image's .dynsym, sorted. Empty when the image
-/// has no section headers (then "not found" messages cannot list functions).
-std::vector<std::string> list_dynsym_functions(std::span<const std::byte> image) {
-  std::vector<std::string> out;
-  const auto eh = read_at<Elf64_Ehdr>(image, 0);
-  if (eh.e_shoff == 0 || eh.e_shentsize != sizeof(Elf64_Shdr) ||
-      !in_bounds(eh.e_shoff, std::uint64_t{eh.e_shnum} * sizeof(Elf64_Shdr), image.size()))
-    return out;
-  const auto section = [&](std::uint32_t i) {
-    return read_at<Elf64_Shdr>(image, eh.e_shoff + std::uint64_t{i} * sizeof(Elf64_Shdr));
-  };
-  for (std::uint32_t i = 0; i < eh.e_shnum; ++i) {
-    const Elf64_Shdr sym = section(i);
-    if (sym.sh_type != SHT_DYNSYM || sym.sh_entsize != sizeof(Elf64_Sym) ||
-        sym.sh_link >= eh.e_shnum)
-      continue;
-    const Elf64_Shdr str = section(sym.sh_link);
-    if (!in_bounds(sym.sh_offset, sym.sh_size, image.size()) ||
-        !in_bounds(str.sh_offset, str.sh_size, image.size()))
-      continue;
-    const char* strings = reinterpret_cast<const char*>(image.data() + str.sh_offset);
-    for (std::uint64_t k = 1; k < sym.sh_size / sizeof(Elf64_Sym); ++k) {
-      const auto s = read_at<Elf64_Sym>(image, sym.sh_offset + k * sizeof(Elf64_Sym));
-      if (ELF64_ST_TYPE(s.st_info) != STT_FUNC || ELF64_ST_BIND(s.st_info) != STB_GLOBAL ||
-          s.st_shndx == SHN_UNDEF || s.st_name >= str.sh_size)
-        continue;
-      const std::size_t max = static_cast<std::size_t>(str.sh_size - s.st_name);
-      const std::string name(strings + s.st_name, strnlen(strings + s.st_name, max));
-      // _init/_fini and other reserved names are the toolchain's, not kernels.
-      if (!name.empty() && name[0] != '_') out.push_back(name);
-    }
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
 }
 
 void write_all(int fd, std::span<const std::byte> image, std::string_view module) {
@@ -151,7 +45,7 @@ void write_all(int fd, std::span<const std::byte> image, std::string_view module
       sdk::fail(err == ENOSPC || err == ENOMEM ? GPUPLUG_STATUS_OUT_OF_MEMORY
                                                : GPUPLUG_STATUS_DEVICE_ERROR,
                 "module " + std::string(module) +
-                    ": writing the image to a memfd failed: " + errno_text(err));
+                    ": writing the image to a memfd failed: " + support::errno_text(err));
     }
     done += static_cast<std::size_t>(n);
   }
@@ -183,17 +77,17 @@ sdk::VendorModule HostDevice::vendor_load_module(std::string_view name,
   auto m = std::make_unique<HostModule>();
   m->name = std::string(name);
   // Bytes that are not ELF at all go to dlopen, which rejects them safely and says why.
-  if (image.size() >= sizeof(Elf64_Ehdr) && std::memcmp(image.data(), ELFMAG, SELFMAG) == 0) {
-    if (std::string why = check_segments(image); !why.empty())
+  if (is_elf(image)) {
+    if (std::string why = image_problem(image); !why.empty())
       invalid(name, "not a valid ELF shared object: " + why);
-    m->functions = list_dynsym_functions(image);
+    m->functions = exported_functions(image);
   }
   const std::string memfd_name = "gpuplug:" + m->name.substr(0, 200);  // memfd names: < 250
   m->fd = memfd_create(memfd_name.c_str(), MFD_CLOEXEC);
   if (m->fd < 0)
     sdk::fail(errno == ENOMEM || errno == EMFILE || errno == ENFILE ? GPUPLUG_STATUS_OUT_OF_MEMORY
                                                                     : GPUPLUG_STATUS_DEVICE_ERROR,
-              "module " + m->name + ": memfd_create failed: " + errno_text(errno));
+              "module " + m->name + ": memfd_create failed: " + support::errno_text(errno));
   std::vector<int> spare_fds;  // closed on every path out
   const auto cleanup = [&](bool keep_module_fd) noexcept {
     for (int fd : spare_fds) ::close(fd);
@@ -212,7 +106,7 @@ sdk::VendorModule HostDevice::vendor_load_module(std::string_view name,
       const int other = ::dup(m->fd);
       if (other < 0)
         sdk::fail(GPUPLUG_STATUS_DEVICE_ERROR,
-                  "module " + m->name + ": dup failed: " + errno_text(errno));
+                  "module " + m->name + ": dup failed: " + support::errno_text(errno));
       spare_fds.push_back(m->fd);
       m->fd = other;
     }
@@ -223,12 +117,11 @@ sdk::VendorModule HostDevice::vendor_load_module(std::string_view name,
       invalid(name, std::string("not a valid ELF shared object (") + std::to_string(image.size()) +
                         " bytes): " + (why != nullptr ? why : "dlopen failed"));
     }
-    // Record where the module's globals live, so that copies may name them (see
-    // check_device_range). dlopen succeeded, so the image is ELF and its headers were checked.
+    // Record where the module's memory lies, so that copies may name it (vendor_owns_range).
+    // dlopen succeeded, so the image is ELF and its headers were checked.
     link_map* map = nullptr;
     if (dlinfo(m->handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr)
-      add_segments(
-          image_segments<Segment>(image, map->l_addr, reinterpret_cast<std::uintptr_t>(m.get())));
+      add_segments(image_segments(image, map->l_addr), reinterpret_cast<std::uintptr_t>(m.get()));
   } catch (...) {
     if (m->handle != nullptr) dlclose(m->handle);
     cleanup(false);
@@ -267,14 +160,16 @@ std::vector<std::string> HostDevice::vendor_list_functions(sdk::VendorModule mod
   return as_module(module).functions;
 }
 
-std::optional<std::pair<std::uint64_t, std::uint64_t>> HostDevice::vendor_get_global(
-    sdk::VendorModule module, const std::string& symbol) {
+std::optional<sdk::VendorGlobal> HostDevice::vendor_get_global(sdk::VendorModule module,
+                                                               const std::string& symbol) {
   const HostModule& m = as_module(module);
   const Elf64_Sym* sym = nullptr;
   void* address = own_symbol(m, symbol, sym);
   if (address == nullptr || ELF64_ST_TYPE(sym->st_info) != STT_OBJECT) return std::nullopt;
-  return std::pair<std::uint64_t, std::uint64_t>(reinterpret_cast<std::uintptr_t>(address),
-                                                 sym->st_size);
+  const auto at = reinterpret_cast<std::uintptr_t>(address);
+  // A const global lies in a read-only segment: the SDK then refuses copies into it.
+  return sdk::VendorGlobal{at, sym->st_size,
+                           vendor_owns_range(at, sym->st_size) == sdk::Access::read_write};
 }
 
 }  // namespace gpuplug::host

@@ -4,11 +4,9 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
-#include <iterator>
 #include <set>
 
+#include "gpuplug/support/files.hpp"
 #include "helpers.hpp"
 
 #if defined(__has_feature)
@@ -130,13 +128,10 @@ std::vector<std::byte> Context::module_image(std::string_view module) const {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     if (entry.is_regular_file() && entry.path().stem() == module) {
-      std::ifstream in(entry.path(), std::ios::binary);
-      std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
-                              std::istreambuf_iterator<char>());
-      if (!in.good() && !in.eof()) fail("cannot read " + entry.path().string());
-      std::vector<std::byte> out(bytes.size());
-      std::memcpy(out.data(), bytes.data(), bytes.size());
-      return out;
+      std::string why;
+      auto bytes = support::read_file(entry.path(), why);
+      if (!bytes) fail("cannot read " + entry.path().string() + ": " + why);
+      return std::move(*bytes);
     }
   }
   skip("no image of module '" + std::string(module) + "' in " + dir.string() +
@@ -221,13 +216,14 @@ KnownFailures KnownFailures::parse(std::string_view text, std::string_view origi
 }
 
 KnownFailures KnownFailures::load(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  if (!in) {
+  std::string why;
+  const auto bytes = support::read_file(file, why);
+  if (!bytes) {
     KnownFailures kf;
     kf.parse_problems_.push_back("cannot read known-failures file " + file.string());
     return kf;
   }
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text(reinterpret_cast<const char*>(bytes->data()), bytes->size());
   return parse(text, file.string());
 }
 

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <thread>
 
+#include "gpuplug/support/text.hpp"
 #include "helpers.hpp"
 
 namespace gpuplug::conformance::detail {
@@ -77,8 +78,8 @@ void concurrent_launches_on_streams(Context& ctx) {
       gpu.synchronize(lane.stream);
       for (std::uint32_t i = 0; i < n; ++i) {
         const float want = lane.y0[i] + rounds * 2.0f * lane.x0[i];
-        GPUPLUG_CHECK_MSG(lane.out[i] == want, "thread " << t << ", stream 0x" << std::hex
-                                                         << lane.stream.value << std::dec
+        GPUPLUG_CHECK_MSG(lane.out[i] == want, "thread " << t << ", stream "
+                                                         << support::hex(lane.stream.value)
                                                          << ", element " << i << ": " << lane.out[i]
                                                          << ", expected " << want);
       }

@@ -19,7 +19,9 @@ add_library(gpuplug::conformance ALIAS gpuplug_conformance)
 target_include_directories(gpuplug_conformance
   PUBLIC $<BUILD_INTERFACE:${_conf}>
   PRIVATE ${PROJECT_SOURCE_DIR}/kernels/common)
-target_link_libraries(gpuplug_conformance PUBLIC gpuplug::core PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
+# gpuplug::support (hex, file reading) is header-only and internal: used here, never installed.
+target_link_libraries(gpuplug_conformance PUBLIC gpuplug::core
+  PRIVATE $<BUILD_INTERFACE:gpuplug::support> Threads::Threads ${CMAKE_DL_LIBS})
 target_compile_definitions(gpuplug_conformance PRIVATE GPUPLUG_CONFORMANCE_SOURCE_DIR="${_conf}")
 set_target_properties(gpuplug_conformance PROPERTIES
   VERSION ${PROJECT_VERSION}

@@ -3,6 +3,7 @@
 // the CPU.
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "helpers.hpp"
 
@@ -159,6 +160,18 @@ void diff_cast_e4m3_f32(Context& ctx) {
   const auto got = run_cast_e4m3_f32(gpu, in);
   check_bits_equal(got, want, "cast_e4m3_f32 vs kernels/common/e4m3.h");
   check_bits_equal(got, run_cast_e4m3_f32(ref, in), "cast_e4m3_f32 vs host backend");
+  // The signed codes by their literal bits, independently of the reference: the sign is set on
+  // the bits, so -0 and -NaN are exact on every backend (a float negate of NaN is not, in PTX).
+  const std::pair<std::uint8_t, std::uint32_t> pinned[] = {
+      {0x00, 0x00000000u}, {0x80, 0x80000000u}, {0x7F, 0x7FC00000u}, {0xFF, 0xFFC00000u}};
+  for (const auto& [code, bits] : pinned) {
+    if (float_bits(got[code]) != bits) {
+      std::ostringstream os;
+      os << "cast_e4m3_f32: code 0x" << std::hex << unsigned{code} << " decodes to 0x"
+         << float_bits(got[code]) << ", expected 0x" << bits;
+      fail(os.str());
+    }
+  }
 }
 
 const Case cases[] = {

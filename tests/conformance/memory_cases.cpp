@@ -3,6 +3,7 @@
 // paths.
 #include <numeric>
 
+#include "gpuplug/support/text.hpp"
 #include "helpers.hpp"
 
 namespace gpuplug::conformance::detail {
@@ -58,6 +59,17 @@ void zero_byte_alloc(Context& ctx) {
   GPUPLUG_CHECK_MSG(a && b, "alloc(0) returned a null pointer");
   GPUPLUG_CHECK_MSG(a != b, "two live zero-byte allocations share the address " << detail::show(a));
   GPUPLUG_CHECK_EQ(gpu.ledger_stats().live_count, before.live_count + 2);
+  GPUPLUG_CHECK_EQ(gpu.ledger_stats().live_bytes, before.live_bytes);  // zero bytes count as zero
+  // A copy of nothing touches nothing; one byte already overruns the allocation.
+  const std::uint8_t byte = 1;
+  gpu.copy_h2d(a, &byte, 0);
+  GPUPLUG_CHECK_THROWS(gpu.copy_h2d(a, &byte, 1), Status::invalid_argument);
+  if (gpu.device_info().managed_memory) {
+    const DevicePtr m = gpu.alloc_managed(0);
+    GPUPLUG_CHECK_MSG(m && m != a && m != b, "alloc_managed(0) returned "
+                                                 << detail::show(m) << ", not a distinct pointer");
+    gpu.free(m);
+  }
   gpu.free(a);
   gpu.free(b);
   GPUPLUG_CHECK_EQ(gpu.ledger_stats().live_count, before.live_count);
@@ -78,6 +90,12 @@ void free_unknown_pointer(Context& ctx) {
   const Error e1 = GPUPLUG_CHECK_THROWS(gpu.free(DevicePtr{0xdead0000}), Status::invalid_argument);
   GPUPLUG_CHECK_MSG(e1.backend() == gpu.name(),
                     "the error names backend '" << e1.backend() << "', not " << gpu.name());
+  GPUPLUG_CHECK_MSG(contains(e1.what(), "0xdead0000"),
+                    "the error does not name the pointer: " << e1.what());
+  // A host address (this stack) is no device allocation either.
+  std::uint64_t local = 0;
+  GPUPLUG_CHECK_THROWS(gpu.free(DevicePtr{reinterpret_cast<std::uintptr_t>(&local)}),
+                       Status::invalid_argument);
   // A pointer into the middle of a live allocation is not the allocation.
   GPUPLUG_CHECK_THROWS(gpu.free(live.ptr() + 8), Status::invalid_argument);
   const LedgerStats after = gpu.ledger_stats();
@@ -94,7 +112,9 @@ void double_free(Context& ctx) {
   const DevicePtr p = gpu.alloc(1024);
   gpu.free(p);
   const LedgerStats before = gpu.ledger_stats();
-  GPUPLUG_CHECK_THROWS(gpu.free(p), Status::invalid_argument);
+  const Error e = GPUPLUG_CHECK_THROWS(gpu.free(p), Status::invalid_argument);
+  GPUPLUG_CHECK_MSG(contains(e.what(), support::hex(p.value)),
+                    "the error does not name the pointer: " << e.what());
   const LedgerStats after = gpu.ledger_stats();
   GPUPLUG_CHECK_EQ(after.total_frees, before.total_frees);
   GPUPLUG_CHECK_EQ(after.live_count, before.live_count);
@@ -110,7 +130,13 @@ void copy_out_of_range(Context& ctx) {
   gpu.copy_h2d(b.ptr(), data.data(), data.size());
   const Stream s = gpu.create_stream();
 
-  GPUPLUG_CHECK_THROWS(gpu.copy_h2d(b.ptr(), big.data(), 257), Status::invalid_argument);
+  const Error over =
+      GPUPLUG_CHECK_THROWS(gpu.copy_h2d(b.ptr(), big.data(), 257), Status::invalid_argument);
+  GPUPLUG_CHECK_MSG(contains(over.what(), "copy_h2d") &&
+                        contains(over.what(), support::hex(b.ptr().value)) &&
+                        contains(over.what(), "256"),
+                    "the error does not name the operation, the pointer and the allocation's size: "
+                        << over.what());
   GPUPLUG_CHECK_THROWS(gpu.copy_h2d(b.ptr() + 200, big.data(), 100), Status::invalid_argument);
   GPUPLUG_CHECK_THROWS(gpu.copy_d2h(sink.data(), b.ptr() + 255, 2), Status::invalid_argument);
   GPUPLUG_CHECK_THROWS(gpu.copy_d2d(b.ptr(), small.ptr(), 256),
@@ -122,7 +148,9 @@ void copy_out_of_range(Context& ctx) {
                        Status::invalid_argument);
   GPUPLUG_CHECK_THROWS(gpu.copy_d2d_async(b.ptr() + 128, small.ptr(), 129, s),
                        Status::invalid_argument);
-  GPUPLUG_CHECK_THROWS(gpu.memset(b.ptr() + 1, 0, 256), Status::invalid_argument);
+  const Error ms = GPUPLUG_CHECK_THROWS(gpu.memset(b.ptr() + 1, 0, 256), Status::invalid_argument);
+  GPUPLUG_CHECK_MSG(contains(ms.what(), "memset"),
+                    "the error does not name the operation: " << ms.what());
   GPUPLUG_CHECK_THROWS(gpu.memset(b.ptr(), 0, 257, s), Status::invalid_argument);
   // Sizes that wrap around 2^64 when added to the address.
   const std::size_t huge = std::numeric_limits<std::size_t>::max() - 4;
@@ -165,6 +193,9 @@ void copy_unknown_pointer(Context& ctx) {
   GPUPLUG_CHECK_THROWS(gpu.copy_d2h(host.data(), unknown, 16), Status::invalid_argument);
   GPUPLUG_CHECK_THROWS(gpu.copy_d2d(b.ptr(), unknown, 16), Status::invalid_argument);
   GPUPLUG_CHECK_THROWS(gpu.memset(unknown, 0, 16), Status::invalid_argument);
+  const Stream s = gpu.create_stream();
+  GPUPLUG_CHECK_THROWS(gpu.copy_d2h_async(host.data(), unknown, 16, s), Status::invalid_argument);
+  gpu.destroy_stream(s);
   // A freed pointer is no longer known.
   const DevicePtr stale = gpu.alloc(64);
   gpu.free(stale);
@@ -227,6 +258,56 @@ void sync_copy_orders_after_default_stream(Context& ctx) {
   GPUPLUG_CHECK_MSG(bad == out.end(), "copy_d2h right after memset on the default stream read byte "
                                           << (bad - out.begin()) << " = " << unsigned{*bad}
                                           << ", expected 0x5a");
+
+  // The default stream waits for every other stream: a synchronous copy sees what another stream
+  // queued before it ...
+  const Stream s = gpu.create_stream();
+  const auto data = pattern(b.bytes(), 5);
+  gpu.copy_h2d_async(b.ptr(), data.data(), data.size(), s);
+  GPUPLUG_CHECK_MSG(read_back(gpu, b.ptr(), b.bytes()) == data,
+                    "copy_d2h did not see copy_h2d_async queued on another stream before it");
+  // ... and a launch on the default stream between two operations of another stream runs after
+  // the first and before the second.
+  constexpr std::uint32_t n = 4096;
+  const std::vector<float> x(n, 3.0f), y(n, 1.0f);
+  std::vector<float> got(n, 0.0f);
+  DeviceBuffer dx(gpu, n * sizeof(float)), dy(gpu, n * sizeof(float));
+  gpu.copy_h2d_async(dx.ptr(), x.data(), n * sizeof(float), s);
+  gpu.copy_h2d_async(dy.ptr(), y.data(), n * sizeof(float), s);
+  launch_axpy(gpu, n, 2.0f, dx.ptr(), dy.ptr(), Stream{});
+  gpu.copy_d2h_async(got.data(), dy.ptr(), n * sizeof(float), s);
+  gpu.synchronize(s);
+  gpu.destroy_stream(s);
+  GPUPLUG_CHECK_MSG(std::all_of(got.begin(), got.end(), [](float v) { return v == 7.0f; }),
+                    "axpy on the default stream was not ordered with the copies on stream s");
+}
+
+void sync_copies_complete_on_return(Context& ctx) {
+  // copy_h2d and copy_d2h promise the data is in place when they return, on every backend: the
+  // source may be reused (overwritten) at once and the destination read at once. 8 MiB from
+  // pageable memory, where a driver may return once the source is staged.
+  GpuBackend& gpu = ctx.backend();
+  const std::size_t n = std::size_t{8} << 20;
+  const auto data = pattern(n, 11);
+  std::vector<std::uint8_t> host = data;
+  DeviceBuffer b(gpu, n);
+  gpu.copy_h2d(b.ptr(), host.data(), n);
+  std::fill(host.begin(), host.end(), std::uint8_t{0xC3});  // the source reused at once
+  DeviceBuffer c(gpu, n);
+  const Stream s = gpu.create_stream();
+  gpu.copy_d2d_async(c.ptr(), b.ptr(), n, s);  // another stream reads what copy_h2d wrote
+  gpu.synchronize(s);
+  gpu.destroy_stream(s);
+  std::vector<std::uint8_t> out(n, 0);
+  gpu.copy_d2h(out.data(), c.ptr(), n);
+  // Read at once, with no synchronize in between.
+  const auto bad = std::mismatch(out.begin(), out.end(), data.begin());
+  GPUPLUG_CHECK_MSG(bad.first == out.end(),
+                    "copy_h2d then overwriting the host buffer at once, then copy_d2h: byte "
+                        << (bad.first - out.begin()) << " is " << unsigned{*bad.first}
+                        << ", expected " << unsigned{*bad.second});
+  gpu.copy_d2h(host.data(), b.ptr(), n);
+  GPUPLUG_CHECK_MSG(host == data, "copy_d2h did not return the bytes copy_h2d wrote");
 }
 
 void managed_memory(Context& ctx) {
@@ -251,22 +332,31 @@ void managed_memory(Context& ctx) {
 }
 
 void device_memory_limit(Context& ctx) {
+  constexpr std::uint64_t limit = 1024 * 1024;
   auto limited = ctx.make_backend({{"device_memory_limit", "1M"}});
   GpuBackend& gpu = *limited;
+  DeviceBuffer managed;  // outlives `a`: managed memory is not bound by the limit
   {
     DeviceBuffer a(gpu, 512 * 1024);
     GPUPLUG_CHECK_THROWS(gpu.alloc(768 * 1024), Status::out_of_memory);
     GPUPLUG_CHECK_THROWS(gpu.alloc(2 * 1024 * 1024), Status::out_of_memory);
     GPUPLUG_CHECK_EQ(gpu.ledger_stats().live_count, 1u);
+    // The backend sees the limit as its memory.
+    const MemoryInfo mi = gpu.memory_info();
+    GPUPLUG_CHECK_MSG(mi.total_bytes <= limit && mi.free_bytes <= limit - 512 * 1024,
+                      "memory_info says " << mi.free_bytes << " of " << mi.total_bytes
+                                          << " bytes free under a 1 MiB limit with 512 KiB live");
     if (gpu.device_info().managed_memory) {
-      DeviceBuffer m =
-          DeviceBuffer::managed(gpu, 2 * 1024 * 1024);  // managed memory is not bound by the limit
-      GPUPLUG_CHECK(m.ptr());
+      managed = DeviceBuffer::managed(gpu, 2 * 1024 * 1024);
+      GPUPLUG_CHECK(managed.ptr());
     }
   }
-  // Freed memory counts again.
-  DeviceBuffer again(gpu, 960 * 1024);
-  GPUPLUG_CHECK(again.ptr());
+  // Freed memory counts again: the whole limit fits once `a` is gone, managed memory or not.
+  DeviceBuffer whole(gpu, limit);
+  GPUPLUG_CHECK(whole.ptr());
+  // The limit belongs to the backend it was given to: the backend under test has none.
+  DeviceBuffer unlimited(ctx.backend(), 2 * 1024 * 1024);
+  GPUPLUG_CHECK(unlimited.ptr());
   // A limit that is not a byte size is refused, naming the option.
   const Error bad = GPUPLUG_CHECK_THROWS(ctx.make_backend({{"device_memory_limit", "12Q"}}),
                                          Status::invalid_argument);
@@ -368,12 +458,22 @@ void streams(Context& ctx) {
   DeviceBuffer buf(gpu, 4096);
   gpu.memset(buf.ptr(), 1, 2048, a);
   gpu.memset(buf.ptr() + 2048, 2, 2048, b);
+  // synchronize() alone waits for the work of every stream.
+  std::vector<std::uint8_t> seen_a(2048, 0), seen_b(2048, 0);
+  gpu.copy_d2h_async(seen_a.data(), buf.ptr(), 2048, a);
+  gpu.copy_d2h_async(seen_b.data(), buf.ptr() + 2048, 2048, b);
+  gpu.synchronize();
+  GPUPLUG_CHECK_MSG(std::all_of(seen_a.begin(), seen_a.end(), [](auto v) { return v == 1; }) &&
+                        std::all_of(seen_b.begin(), seen_b.end(), [](auto v) { return v == 2; }),
+                    "synchronize() returned before the streams' copies had landed");
   gpu.synchronize(a);
   gpu.synchronize(b);
-  gpu.synchronize();
   gpu.destroy_stream(a);
   GPUPLUG_CHECK_THROWS(gpu.destroy_stream(a), Status::invalid_argument);
   GPUPLUG_CHECK_THROWS_ANY(gpu.destroy_stream(Stream{}));
+  // A destroyed or unknown stream is refused, not used.
+  GPUPLUG_CHECK_THROWS(gpu.memset(buf.ptr(), 0, 16, a), Status::invalid_argument);
+  GPUPLUG_CHECK_THROWS(gpu.synchronize(Stream{4242}), Status::invalid_argument);
   gpu.destroy_stream(b);
   const auto out = read_back(gpu, buf.ptr(), 4096);
   GPUPLUG_CHECK(std::all_of(out.begin(), out.begin() + 2048, [](auto v) { return v == 1; }));
@@ -403,8 +503,14 @@ const Case cases[] = {
      copies_async_and_d2d},
     {"memset_ordered_on_stream", "memsets and copies on one stream run in submission order",
      memset_ordered_on_stream},
-    {"sync_copy_orders_after_default_stream", "a synchronous copy sees earlier default-stream work",
+    {"sync_copy_orders_after_default_stream",
+     "the default stream is ordered with every stream: synchronous copies and its launches see "
+     "earlier work",
      sync_copy_orders_after_default_stream},
+    {"sync_copies_complete_on_return",
+     "copy_h2d and copy_d2h are complete on return: the source may be overwritten and the "
+     "destination read at once",
+     sync_copies_complete_on_return},
     {"managed_memory", "alloc_managed works and is counted as managed, or is unsupported",
      managed_memory},
     {"device_memory_limit",
@@ -420,7 +526,8 @@ const Case cases[] = {
     {"memory_and_device_info", "names, ordinal, memory and device info are consistent",
      memory_and_device_info},
     {"streams",
-     "streams are distinct, synchronize, and destroy once; the default stream cannot be destroyed",
+     "streams are distinct, synchronize (synchronize() waits for all), destroy once; the default "
+     "stream cannot be destroyed; destroyed and unknown streams are refused",
      streams},
 };
 

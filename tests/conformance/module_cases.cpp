@@ -33,6 +33,8 @@ void unknown_module(Context& ctx) {
                     "the error does not name the module: " << e.what());
   GPUPLUG_CHECK_THROWS(gpu.op_cache().kernel(gpu, "no_such_module", "f"), Status::not_found);
   GPUPLUG_CHECK_EQ(gpu.op_cache().kernel_count(), 0u);  // nothing memoized on failure
+  // A module name is a name, never a path: nothing outside modules_dir can be reached by one.
+  GPUPLUG_CHECK_THROWS(gpu.kernel("../host/gemm", "gemm_f32"), Status::invalid_argument);
   // A symbol of an unknown module is either reported absent or an error naming the module.
   try {
     const auto sym = gpu.device_symbol("no_such_module", "x");
@@ -67,7 +69,10 @@ void corrupt_module_image(Context& ctx) {
   const auto image = ctx.module_image("axpy");
   const std::vector<std::byte> truncated(
       image.begin(), image.begin() + static_cast<std::ptrdiff_t>(image.size() / 2));
-  GPUPLUG_CHECK_THROWS(gpu.load_module("corrupt", truncated), Status::invalid_image);
+  const Error cut =
+      GPUPLUG_CHECK_THROWS(gpu.load_module("corrupt", truncated), Status::invalid_image);
+  GPUPLUG_CHECK_MSG(contains(cut.what(), "corrupt"),
+                    "the error does not name the module: " << cut.what());
   // An empty image.
   const Error empty =
       GPUPLUG_CHECK_THROWS_ANY(gpu.load_module("corrupt", std::span<const std::byte>{}));
@@ -110,7 +115,7 @@ void load_module_from_bytes(Context& ctx) {
   }
   GPUPLUG_CHECK(!gpu.has_module("axpy_from_bytes"));
   GPUPLUG_CHECK_THROWS(gpu.kernel("axpy_from_bytes", "axpy"), Status::not_found);
-  GPUPLUG_CHECK_THROWS_ANY(gpu.unload_module("axpy_from_bytes"));
+  GPUPLUG_CHECK_THROWS(gpu.unload_module("axpy_from_bytes"), Status::not_found);
   gpu.load_module("axpy_from_bytes", image);  // the name is free again
   GPUPLUG_CHECK(gpu.kernel("axpy_from_bytes", "axpy"));
 }
@@ -147,18 +152,21 @@ void device_symbols(Context& ctx) {
 
 void launch_axpy_checked(Context& ctx) {
   GpuBackend& gpu = ctx.backend();
-  const std::size_t n = 1000;  // not a multiple of the block: the kernel must guard its tail
-  const auto x = random_floats(n, 0.5f, 2.0f, 1);
-  const auto y = random_floats(n, 0.5f, 2.0f, 2);
-  std::vector<float> y_padded = y;
-  y_padded.push_back(-7.0f);  // one element past n that must stay untouched
-  DeviceBuffer dx = to_device(gpu, x), dy = to_device(gpu, y_padded);
-  launch_axpy(gpu, static_cast<std::uint32_t>(n), 3.0f, dx.ptr(), dy.ptr());
-  gpu.synchronize();
-  auto got = dy.download<float>(n + 1);
-  GPUPLUG_CHECK_MSG(got[n] == -7.0f, "axpy wrote past n");
-  got.pop_back();
-  check_within_ulps(got, reference_axpy(3.0f, x, y), 1, "axpy(n=1000)");
+  // One element, both sides of a block boundary, and sizes that are not a multiple of the block:
+  // the kernel must guard its tail.
+  for (const std::size_t n : {1u, 255u, 256u, 257u, 1000u, 100003u}) {
+    const auto x = random_floats(n, 0.5f, 2.0f, 1);
+    const auto y = random_floats(n, 0.5f, 2.0f, 2);
+    std::vector<float> y_padded = y;
+    y_padded.push_back(-7.0f);  // one element past n that must stay untouched
+    DeviceBuffer dx = to_device(gpu, x), dy = to_device(gpu, y_padded);
+    launch_axpy(gpu, static_cast<std::uint32_t>(n), 3.0f, dx.ptr(), dy.ptr());
+    gpu.synchronize();
+    auto got = dy.download<float>(n + 1);
+    GPUPLUG_CHECK_MSG(got[n] == -7.0f, "axpy(n=" << n << ") wrote past n");
+    got.pop_back();
+    check_within_ulps(got, reference_axpy(3.0f, x, y), 1, "axpy(n=" + std::to_string(n) + ")");
+  }
 }
 
 void launch_errors(Context& ctx) {
@@ -197,7 +205,8 @@ void activation_bias_relu(Context& ctx) {
 const Case cases[] = {
     {"modules_dir_default", "the default modules_dir provides every sample module and kernel",
      modules_dir_default},
-    {"unknown_module", "an unknown module is not_found naming it, and nothing is memoized",
+    {"unknown_module",
+     "an unknown module is not_found naming it, nothing is memoized; a path is no module name",
      unknown_module},
     {"unknown_function_lists_functions",
      "an unknown function is not_found listing the module's functions",
@@ -213,7 +222,7 @@ const Case cases[] = {
     {"device_symbols", "published 4-byte symbols are found and readable; absent ones are nullopt",
      device_symbols},
     {"launch_axpy",
-     "axpy by the launch rule, with a tail, matches the reference and writes nothing past n",
+     "axpy by the launch rule, n from 1 to 100003, matches the reference and writes nothing past n",
      launch_axpy_checked},
     {"launch_errors", "a null kernel and empty grids or blocks are refused", launch_errors},
     {"activation_bias_relu", "bias_relu matches the CPU bit for bit", activation_bias_relu},

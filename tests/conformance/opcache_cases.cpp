@@ -167,11 +167,42 @@ void opcache_backends_share_nothing(Context& ctx) {
   GPUPLUG_CHECK_EQ(b->ledger_stats().live_count, 0u);
   GPUPLUG_CHECK_THROWS(b->free(sa),
                        Status::invalid_argument);  // b's ledger does not know a's memory
+  // Module names are per backend too.
+  const auto image = ctx.module_image("axpy");
+  a->load_module("conformance_same_name", image);
+  b->load_module("conformance_same_name", image);
   cb.release(*b);
   GPUPLUG_CHECK_EQ(ca.scratch_count(), 1u);
   GPUPLUG_CHECK_EQ(a->ledger_stats().live_count, 1u);
   ca.release(*a);
   GPUPLUG_CHECK_EQ(a->ledger_stats().live_count, 0u);
+}
+
+// Issue 15: unload_module makes the backend's OpCache forget that module's handles (a stale
+// one would run unloaded code), and only those.
+void opcache_unload_forgets_module(Context& ctx) {
+  auto gpu = ctx.make_backend();
+  OpCache& cache = gpu->op_cache();
+  gpu->load_module("conformance_unload", ctx.module_image("axpy"));
+  cache.kernel(*gpu, "conformance_unload", "axpy");
+  const KernelHandle gemm = cache.kernel(*gpu, "gemm", "gemm_f32");
+  GPUPLUG_CHECK_EQ(cache.kernel_count(), 2u);
+  try {
+    gpu->unload_module("conformance_unload");
+  } catch (const Error& e) {
+    if (e.status() != Status::unsupported) throw;
+    skip("unload_module is unsupported (optional slot)");
+  }
+  GPUPLUG_CHECK_EQ(cache.kernel_count(), 1u);
+  // Loaded from bytes, so not reloadable: the lookup must reach the backend and fail.
+  GPUPLUG_CHECK_THROWS(cache.kernel(*gpu, "conformance_unload", "axpy"), Status::not_found);
+  GPUPLUG_CHECK(cache.kernel(*gpu, "gemm", "gemm_f32") == gemm);
+  GPUPLUG_CHECK(cache.n_tile(gemm).has_value());
+  // Loaded again under the same name, it resolves and is memoized anew.
+  gpu->load_module("conformance_unload", ctx.module_image("axpy"));
+  GPUPLUG_CHECK(cache.kernel(*gpu, "conformance_unload", "axpy"));
+  GPUPLUG_CHECK_EQ(cache.kernel_count(), 2u);
+  cache.release(*gpu);
 }
 
 void teardown_release_all(Context& ctx) {
@@ -205,8 +236,11 @@ const Case cases[] = {
      "device_memory_limit makes alloc_with_fallback latch to managed, per backend",
      alloc_with_fallback_latch},
     {"opcache_backends_share_nothing",
-     "two backends of one device share no cache, gate, latch or memory",
+     "two backends of one device share no cache, gate, latch, memory or module name",
      opcache_backends_share_nothing},
+    {"opcache_unload_forgets_module",
+     "unload_module makes the OpCache forget that module's handles, and only those",
+     opcache_unload_forgets_module},
     {"teardown_release_all", "Teardown releases the OpCache through the plugin, idempotently",
      teardown_release_all},
 };

@@ -264,7 +264,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   gpuplug::PluginInfo info;
   auto registry = std::make_unique<gpuplug::PluginRegistry>();
   try {
-    info = registry->add_plugin_file(plugin_path);
+    // In-process: the table lives in this process's memory, which a probe child would not see.
+    info = registry->add_plugin_file(plugin_path, {gpuplug::ProbeMode::in_process, std::nullopt});
   } catch (const std::exception& e) {
     broken(std::string("add_plugin_file threw: ") + e.what());
   }

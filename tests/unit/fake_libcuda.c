@@ -11,8 +11,18 @@
  *   init_error      cuInit fails with CUDA_ERROR_UNKNOWN (999)
  *   missing_symbol  cuGetProcAddress does not know cuLaunchKernel
  *   zero_devices    everything loads, cuDeviceGetCount reports 0
- * It never pretends to have a device: entry points other than the few above return
- * CUDA_ERROR_NOT_SUPPORTED and are never called in these modes.
+ *   device          one fake device ("Fake CUDA GPU", sm_90), enough for create, destroy,
+ *                   device_info, memory_info and synchronize: primary contexts (retains
+ *                   counted) and a per-thread context stack, so tests can check that the plugin
+ *                   retains each primary context once and leaves the thread's context alone.
+ * In the other modes it never pretends to have a device: entry points other than the few above
+ * return CUDA_ERROR_NOT_SUPPORTED and are never called in these modes. In every mode, entry
+ * points it does not know return CUDA_ERROR_NOT_SUPPORTED.
+ *
+ * For the tests (dlsym on the already-loaded fake): gpuplug_fake_cuda_primary_retains() counts
+ * cuDevicePrimaryCtxRetain calls, gpuplug_fake_cuda_primary_refcount() is the retain count now;
+ * cuCtxGetCurrent and cuCtxSetCurrent are exported under their own names, as libcuda does, so a
+ * test can play an application with its own context (any non-null pointer will do).
  */
 
 #include <stdlib.h>
@@ -44,38 +54,178 @@ FAKE_EXPORT fake_result cuInit(unsigned int flags) {
   return FAKE_SUCCESS;
 }
 
-static fake_result get_error_name(fake_result error, const char** name) {
-  switch (error) {
-    case FAKE_ERROR_NO_DEVICE:
-      *name = "CUDA_ERROR_NO_DEVICE";
+/* The errors this fake can return, with the driver's words for them. */
+static const struct {
+  fake_result code;
+  const char* name;
+  const char* text;
+} known_errors[] = {
+    {FAKE_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {FAKE_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+/* cuGetErrorName (want_name) or cuGetErrorString: CUDA_ERROR_INVALID_VALUE for other codes. */
+static fake_result describe_error(fake_result error, int want_name, const char** out) {
+  for (size_t i = 0; i < sizeof known_errors / sizeof known_errors[0]; ++i) {
+    if (known_errors[i].code == error) {
+      *out = want_name ? known_errors[i].name : known_errors[i].text;
       return FAKE_SUCCESS;
-    case FAKE_ERROR_UNKNOWN:
-      *name = "CUDA_ERROR_UNKNOWN";
-      return FAKE_SUCCESS;
-    default:
-      *name = NULL;
-      return 1; /* CUDA_ERROR_INVALID_VALUE */
+    }
   }
+  *out = NULL;
+  return 1; /* CUDA_ERROR_INVALID_VALUE */
+}
+
+static fake_result get_error_name(fake_result error, const char** name) {
+  return describe_error(error, 1, name);
 }
 
 static fake_result get_error_string(fake_result error, const char** text) {
-  switch (error) {
-    case FAKE_ERROR_NO_DEVICE:
-      *text = "no CUDA-capable device is detected";
-      return FAKE_SUCCESS;
-    case FAKE_ERROR_UNKNOWN:
-      *text = "unknown error";
-      return FAKE_SUCCESS;
-    default:
-      *text = NULL;
-      return 1;
-  }
+  return describe_error(error, 0, text);
 }
 
 static fake_result device_get_count(int* count) {
-  *count = 0;
+  *count = mode_is("device") ? 1 : 0;
   return FAKE_SUCCESS;
 }
+
+/* ---- the "device" mode ---------------------------------------------------------------------- */
+#define FAKE_ERROR_INVALID_VALUE 1
+#define FAKE_ERROR_INVALID_CONTEXT 201
+#define FAKE_ERROR_INVALID_DEVICE 101
+#define FAKE_CONTEXT_STACK 16
+#define FAKE_TOTAL_MEMORY (16ull << 30)
+
+static char primary_context_object; /* its address is the device's primary context */
+static int primary_retains;         /* cuDevicePrimaryCtxRetain calls, ever */
+static int primary_refcount;        /* retains minus releases */
+static __thread void* context_stack[FAKE_CONTEXT_STACK];
+static __thread int context_depth;
+
+FAKE_EXPORT int gpuplug_fake_cuda_primary_retains(void) {
+  return __atomic_load_n(&primary_retains, __ATOMIC_SEQ_CST);
+}
+FAKE_EXPORT int gpuplug_fake_cuda_primary_refcount(void) {
+  return __atomic_load_n(&primary_refcount, __ATOMIC_SEQ_CST);
+}
+
+static void* current_context(void) {
+  return context_depth > 0 ? context_stack[context_depth - 1] : NULL;
+}
+/* Operations that need a context: the primary one must be current. */
+static fake_result need_primary(void) {
+  return current_context() == &primary_context_object && primary_refcount > 0
+             ? FAKE_SUCCESS
+             : FAKE_ERROR_INVALID_CONTEXT;
+}
+
+FAKE_EXPORT fake_result cuCtxGetCurrent(void** ctx) {
+  *ctx = current_context();
+  return FAKE_SUCCESS;
+}
+/* The driver's rule: replaces the top of the stack; NULL pops it (or does nothing). */
+FAKE_EXPORT fake_result cuCtxSetCurrent(void* ctx) {
+  if (ctx == NULL) {
+    if (context_depth > 0) --context_depth;
+  } else if (context_depth == 0) {
+    context_stack[context_depth++] = ctx;
+  } else {
+    context_stack[context_depth - 1] = ctx;
+  }
+  return FAKE_SUCCESS;
+}
+static fake_result ctx_push_current(void* ctx) {
+  if (ctx == NULL || context_depth == FAKE_CONTEXT_STACK) return FAKE_ERROR_INVALID_VALUE;
+  context_stack[context_depth++] = ctx;
+  return FAKE_SUCCESS;
+}
+static fake_result ctx_pop_current(void** ctx) {
+  if (context_depth == 0) return FAKE_ERROR_INVALID_CONTEXT;
+  --context_depth;
+  if (ctx != NULL) *ctx = context_stack[context_depth];
+  return FAKE_SUCCESS;
+}
+static fake_result device_get(int* device, int ordinal) {
+  if (ordinal != 0) return FAKE_ERROR_INVALID_DEVICE;
+  *device = 0;
+  return FAKE_SUCCESS;
+}
+static fake_result device_get_name(char* name, int size, int device) {
+  if (device != 0 || size <= 0) return FAKE_ERROR_INVALID_VALUE;
+  strncpy(name, "Fake CUDA GPU", (size_t)size - 1);
+  name[size - 1] = '\0';
+  return FAKE_SUCCESS;
+}
+static fake_result device_get_uuid(unsigned char* uuid, int device) {
+  if (device != 0) return FAKE_ERROR_INVALID_DEVICE;
+  for (int i = 0; i < 16; ++i) uuid[i] = (unsigned char)(0xA0 + i);
+  return FAKE_SUCCESS;
+}
+static fake_result device_total_mem(size_t* bytes, int device) {
+  if (device != 0) return FAKE_ERROR_INVALID_DEVICE;
+  *bytes = FAKE_TOTAL_MEMORY;
+  return FAKE_SUCCESS;
+}
+/* CUdevice_attribute numbers from cuda.h. */
+static fake_result device_get_attribute(int* value, int attribute, int device) {
+  if (device != 0) return FAKE_ERROR_INVALID_DEVICE;
+  /* MULTIPROCESSOR_COUNT 16, COMPUTE_CAPABILITY_MAJOR 75 and MINOR 76 (sm_90), MANAGED_MEMORY 83,
+   * CONCURRENT_MANAGED_ACCESS 89; every other attribute 0. */
+  *value = attribute == 16 ? 132 : attribute == 75 ? 9 : attribute == 83 || attribute == 89 ? 1 : 0;
+  return FAKE_SUCCESS;
+}
+static fake_result primary_ctx_retain(void** ctx, int device) {
+  if (device != 0) return FAKE_ERROR_INVALID_DEVICE;
+  __atomic_add_fetch(&primary_retains, 1, __ATOMIC_SEQ_CST);
+  __atomic_add_fetch(&primary_refcount, 1, __ATOMIC_SEQ_CST);
+  *ctx = &primary_context_object;
+  return FAKE_SUCCESS;
+}
+static fake_result primary_ctx_release(int device) {
+  if (device != 0) return FAKE_ERROR_INVALID_DEVICE;
+  if (__atomic_load_n(&primary_refcount, __ATOMIC_SEQ_CST) <= 0) return FAKE_ERROR_INVALID_CONTEXT;
+  __atomic_sub_fetch(&primary_refcount, 1, __ATOMIC_SEQ_CST);
+  return FAKE_SUCCESS;
+}
+static fake_result primary_ctx_get_state(int device, unsigned int* flags, int* active) {
+  if (device != 0) return FAKE_ERROR_INVALID_DEVICE;
+  *flags = 0;
+  *active = __atomic_load_n(&primary_refcount, __ATOMIC_SEQ_CST) > 0;
+  return FAKE_SUCCESS;
+}
+static fake_result mem_get_info(size_t* free_bytes, size_t* total) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  *free_bytes = FAKE_TOTAL_MEMORY / 2;
+  *total = FAKE_TOTAL_MEMORY;
+  return FAKE_SUCCESS;
+}
+static fake_result ctx_synchronize(void) { return need_primary(); }
+static fake_result stream_synchronize(void* stream) {
+  (void)stream;
+  return need_primary();
+}
+
+static const struct {
+  const char* symbol;
+  void* fn;
+} device_mode_entry_points[] = {
+    {"cuCtxGetCurrent", (void*)&cuCtxGetCurrent},
+    {"cuCtxSetCurrent", (void*)&cuCtxSetCurrent},
+    {"cuCtxPushCurrent", (void*)&ctx_push_current},
+    {"cuCtxPopCurrent", (void*)&ctx_pop_current},
+    {"cuDeviceGet", (void*)&device_get},
+    {"cuDeviceGetName", (void*)&device_get_name},
+    {"cuDeviceGetUuid", (void*)&device_get_uuid},
+    {"cuDeviceTotalMem", (void*)&device_total_mem},
+    {"cuDeviceGetAttribute", (void*)&device_get_attribute},
+    {"cuDevicePrimaryCtxRetain", (void*)&primary_ctx_retain},
+    {"cuDevicePrimaryCtxRelease", (void*)&primary_ctx_release},
+    {"cuDevicePrimaryCtxGetState", (void*)&primary_ctx_get_state},
+    {"cuMemGetInfo", (void*)&mem_get_info},
+    {"cuCtxSynchronize", (void*)&ctx_synchronize},
+    {"cuStreamSynchronize", (void*)&stream_synchronize},
+};
 
 static fake_result not_supported(void) { return FAKE_ERROR_NOT_SUPPORTED; }
 
@@ -97,6 +247,13 @@ FAKE_EXPORT fake_result cuGetProcAddress_v2(const char* symbol, void** pfn, int 
     *pfn = (void*)&device_get_count;
   } else {
     *pfn = (void*)&not_supported;
+    if (mode_is("device")) {
+      for (size_t i = 0; i < sizeof device_mode_entry_points / sizeof device_mode_entry_points[0];
+           ++i) {
+        if (strcmp(symbol, device_mode_entry_points[i].symbol) == 0)
+          *pfn = device_mode_entry_points[i].fn;
+      }
+    }
   }
   if (status != NULL) *status = 0; /* CU_GET_PROC_ADDRESS_SUCCESS */
   return FAKE_SUCCESS;

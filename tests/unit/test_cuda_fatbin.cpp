@@ -20,12 +20,12 @@
 #include <boost/test/unit_test.hpp>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "gpuplug/support/files.hpp"
 
 #ifndef GPUPLUG_TEST_CUDA_ARCHS
 #error \
@@ -58,10 +58,11 @@ T read(const std::string& bytes, std::size_t offset) {
 }
 
 std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  BOOST_TEST_REQUIRE(in.good(),
-                     "cannot open " << path << " (is the gpuplug-kernels-cuda target built?)");
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::string why;
+  const auto bytes = gpuplug::support::read_file(path, why);
+  BOOST_TEST_REQUIRE(bytes.has_value(),
+                     "cannot read " << path << ": " << why << " (is gpuplug-kernels-cuda built?)");
+  return {reinterpret_cast<const char*>(bytes->data()), bytes->size()};
 }
 
 // Every entry of every container in the file.

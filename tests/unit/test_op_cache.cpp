@@ -22,7 +22,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "contains.hpp"
 #include "counting_backend.hpp"
+#include "host_backend.hpp"
 #include "test_print.hpp"
 
 namespace {
@@ -32,24 +34,10 @@ using gpuplug::Error;
 using gpuplug::GpuBackend;
 using gpuplug::KernelHandle;
 using gpuplug::OpCache;
-using gpuplug::Options;
-using gpuplug::PluginRegistry;
 using gpuplug::Status;
+using gpuplug::test::contains;
 using gpuplug::test::CountingBackend;
-
-// Every test uses the real host plugin of this build tree.
-struct Host {
-  PluginRegistry registry;
-  std::shared_ptr<GpuBackend> gpu;
-
-  Host() {
-    registry.discover();
-    gpu = registry.create("host!");
-  }
-  std::shared_ptr<GpuBackend> another(const Options& options = {}) {
-    return registry.create("host!", options);
-  }
-};
+using gpuplug::test::Host;  // every test uses the real host plugin of this build tree
 
 // The value a module publishes in a 4-byte symbol, read around the cache.
 std::uint32_t read_symbol(GpuBackend& gpu, std::string_view module, std::string_view symbol) {
@@ -67,21 +55,8 @@ std::string printed(const OpCache& c) {
   return os.str();
 }
 
-bool contains(std::string_view text, std::string_view part) {
-  return text.find(part) != std::string_view::npos;
-}
-
-// The folder of the test-only kernel modules (bad_n_tile.so),
-// ${PROJECT_BINARY_DIR}/tests/kernels/host: given by gpuplug::host_kernels, else derived from the
-// kernel folder <build>/lib/gpuplug/kernels.
-std::filesystem::path test_kernel_dir() {
-#ifdef GPUPLUG_TEST_HOST_KERNEL_DIR
-  return GPUPLUG_TEST_HOST_KERNEL_DIR;
-#else
-  return std::filesystem::path(GPUPLUG_TEST_KERNEL_DIR) / ".." / ".." / ".." / "tests" / "kernels" /
-         "host";
-#endif
-}
+// The folder of the test-only kernel modules (bad_n_tile.so), given by gpuplug::host_kernels.
+std::filesystem::path test_kernel_dir() { return GPUPLUG_TEST_HOST_KERNEL_DIR; }
 
 // Captures what is written to file descriptor 2 (Boost.Log's stderr sink) while alive.
 class StderrCapture {
@@ -114,6 +89,77 @@ class StderrCapture {
   }
   std::FILE* file_;
   int saved_ = -1;
+};
+
+// A host backend without managed memory: alloc_managed is Error(unsupported), as on a device
+// that has none. Counts alloc and alloc_managed; forwards everything else.
+class NoManagedBackend final : public GpuBackend {
+ public:
+  explicit NoManagedBackend(GpuBackend& inner) : inner_(inner) {}
+  ~NoManagedBackend() override {
+    try {
+      op_cache().release(*this);
+    } catch (...) {
+    }
+  }
+  std::size_t alloc_calls = 0;
+  std::size_t alloc_managed_calls = 0;
+
+  std::string_view name() const noexcept override { return inner_.name(); }
+  std::string_view plugin_name() const noexcept override { return inner_.plugin_name(); }
+  std::uint32_t ordinal() const noexcept override { return inner_.ordinal(); }
+  DevicePtr alloc(std::size_t bytes, const char* site) override {
+    ++alloc_calls;
+    return inner_.alloc(bytes, site);
+  }
+  DevicePtr alloc_managed(std::size_t, const char*) override {
+    ++alloc_managed_calls;
+    throw Error(Status::unsupported, std::string(name()), "alloc_managed: no managed memory");
+  }
+  void free(DevicePtr p) override { inner_.free(p); }
+  void copy_h2d(DevicePtr d, const void* s, std::size_t n) override { inner_.copy_h2d(d, s, n); }
+  void copy_d2h(void* d, DevicePtr s, std::size_t n) override { inner_.copy_d2h(d, s, n); }
+  void copy_d2d(DevicePtr d, DevicePtr s, std::size_t n) override { inner_.copy_d2d(d, s, n); }
+  void copy_h2d_async(DevicePtr d, const void* s, std::size_t n, gpuplug::Stream st) override {
+    inner_.copy_h2d_async(d, s, n, st);
+  }
+  void copy_d2h_async(void* d, DevicePtr s, std::size_t n, gpuplug::Stream st) override {
+    inner_.copy_d2h_async(d, s, n, st);
+  }
+  void copy_d2d_async(DevicePtr d, DevicePtr s, std::size_t n, gpuplug::Stream st) override {
+    inner_.copy_d2d_async(d, s, n, st);
+  }
+  void memset(DevicePtr d, std::uint8_t v, std::size_t n, gpuplug::Stream st) override {
+    inner_.memset(d, v, n, st);
+  }
+  gpuplug::Stream create_stream() override { return inner_.create_stream(); }
+  void destroy_stream(gpuplug::Stream st) override { inner_.destroy_stream(st); }
+  void synchronize(gpuplug::Stream st) override { inner_.synchronize(st); }
+  void synchronize() override { inner_.synchronize(); }
+  void load_module(std::string_view n, std::span<const std::byte> image) override {
+    inner_.load_module(n, image);
+  }
+  void unload_module(std::string_view n) override { inner_.unload_module(n); }
+  bool has_module(std::string_view n) override { return inner_.has_module(n); }
+  KernelHandle kernel(std::string_view m, std::string_view f) override {
+    return inner_.kernel(m, f);
+  }
+  std::optional<gpuplug::DeviceSymbol> device_symbol(std::string_view m,
+                                                     std::string_view sym) override {
+    return inner_.device_symbol(m, sym);
+  }
+  void launch(KernelHandle f, gpuplug::Dim3 g, gpuplug::Dim3 b, std::uint32_t shared,
+              gpuplug::Stream st, void** params) override {
+    inner_.launch(f, g, b, shared, st, params);
+  }
+  gpuplug::MemoryInfo memory_info() override { return inner_.memory_info(); }
+  gpuplug::DeviceInfo device_info() override { return inner_.device_info(); }
+  gpuplug::LedgerStats ledger_stats() override { return inner_.ledger_stats(); }
+  std::string alloc_report(std::size_t top_n) override { return inner_.alloc_report(top_n); }
+  gpuplug::LedgerStats sweep_unreleased() override { return inner_.sweep_unreleased(); }
+
+ private:
+  GpuBackend& inner_;
 };
 
 std::size_t occurrences(std::string_view text, std::string_view part) {
@@ -184,7 +230,7 @@ BOOST_AUTO_TEST_CASE(records_n_tile_and_a_e4m3) {
 BOOST_AUTO_TEST_CASE(kernel_is_resolved_once_and_reused) {
   Host host;
   CountingBackend gpu(*host.gpu);
-  OpCache& c = host.gpu->op_cache();
+  OpCache& c = gpu.op_cache();  // a cache serves the backend it is called with (binding)
 
   // Keys built in buffers that are overwritten afterwards: the cache must have copied them.
   std::string module = "gemm";
@@ -415,7 +461,7 @@ BOOST_AUTO_TEST_CASE(alloc_with_fallback_latches_per_backend_and_warns_once) {
   auto third = host.another({{"device_memory_limit", "1M"}});
   BOOST_TEST(!third->op_cache().alloc_fell_back());
   CountingBackend third_gpu(*third);
-  const DevicePtr t = third->op_cache().alloc_with_fallback(third_gpu, 16);
+  const DevicePtr t = third_gpu.op_cache().alloc_with_fallback(third_gpu, 16);
   BOOST_TEST(third_gpu.alloc_calls == 1u);
   BOOST_TEST(third_gpu.alloc_managed_calls == 0u);
   third->free(t);
@@ -734,6 +780,131 @@ BOOST_AUTO_TEST_CASE(concurrent_stress_is_exact) {
   c.release(gpu);
   BOOST_TEST(gpu.handed_out_count() == 0u);
   BOOST_TEST(host.gpu->live_alloc_count() == live0);
+}
+
+// Issue 15: unload_module forgets that module's handles and records, and only those.
+BOOST_AUTO_TEST_CASE(unload_module_forgets_that_modules_handles_and_records_only) {
+  Host host;
+  CountingBackend gpu(*host.gpu);
+  OpCache& c = host.gpu->op_cache();  // the cache unload_module clears: the plugin backend's own
+  const KernelHandle old_axpy = c.kernel(gpu, "axpy", "axpy");
+  const KernelHandle gemm = c.kernel(gpu, "gemm", "gemm_a_e4m3");
+  c.record_n_tile(old_axpy, 9);
+  const KernelHandle mine{777};  // recorded by hand, of no module
+  c.record_n_tile(mine, 5);
+  BOOST_TEST(c.kernel_count() == 2u);
+
+  gpu.unload_module("axpy");  // forwards to host.gpu, whose cache is c
+  BOOST_TEST(c.kernel_count() == 1u);
+  BOOST_TEST(!c.n_tile(old_axpy).has_value());  // the module's records went with it
+  BOOST_TEST(c.a_e4m3(gemm));                   // other modules' records stay
+  BOOST_TEST(c.n_tile(gemm).has_value());
+  BOOST_TEST(c.n_tile(mine).value() == 5u);
+
+  // The next lookup asks the backend again (which reloads axpy from modules_dir) ...
+  const KernelHandle new_axpy = c.kernel(gpu, "axpy", "axpy");
+  BOOST_TEST_REQUIRE(gpu.kernel_calls_for("axpy", "axpy") == 2u);  // before: the stale handle
+  BOOST_TEST(c.kernel(gpu, "gemm", "gemm_a_e4m3") == gemm);      // gemm was not forgotten
+  BOOST_TEST(gpu.kernel_calls_for("gemm", "gemm_a_e4m3") == 1u);
+  BOOST_TEST(c.kernel(gpu, "axpy", "axpy") == new_axpy);  // and memoizes the new handle
+  BOOST_TEST(gpu.kernel_calls_for("axpy", "axpy") == 2u);
+  BOOST_TEST(c.kernel_count() == 2u);
+
+  // ... which launches: y = 2x + y.
+  constexpr std::uint32_t n = 64;
+  std::vector<float> x(n, 3.0f), y(n, 1.0f);
+  const DevicePtr dx = host.gpu->alloc(n * sizeof(float));
+  const DevicePtr dy = host.gpu->alloc(n * sizeof(float));
+  host.gpu->copy_h2d(dx, x.data(), n * sizeof(float));
+  host.gpu->copy_h2d(dy, y.data(), n * sizeof(float));
+  const float a = 2.0f;
+  const std::uint64_t px = dx.value, py = dy.value;
+  host.gpu->launch_args(new_axpy, {1, 1, 1}, {64, 1, 1}, 0, {}, n, a, px, py);
+  host.gpu->synchronize();
+  host.gpu->copy_d2h(y.data(), dy, n * sizeof(float));
+  BOOST_TEST(y[0] == 7.0f);
+  BOOST_TEST(y[n - 1] == 7.0f);
+  host.gpu->free(dx);
+  host.gpu->free(dy);
+
+  // Unload and reload many times: forgotten entries never come back, the table stays exact.
+  for (int i = 0; i < 40; ++i) {
+    gpu.unload_module("axpy");
+    c.kernel(gpu, "axpy", "axpy");
+  }
+  BOOST_TEST(gpu.kernel_calls_for("axpy", "axpy") == 42u);
+  BOOST_TEST(c.kernel_count() == 2u);
+  BOOST_TEST(c.kernel(gpu, "gemm", "gemm_a_e4m3") == gemm);
+  c.release(gpu);
+  BOOST_TEST(c.kernel_count() == 0u);
+}
+
+// Issue 15: without managed memory, out-of-memory neither latches nor hides the cause.
+BOOST_AUTO_TEST_CASE(alloc_with_fallback_without_managed_memory_throws_oom_and_never_latches) {
+  Host host;
+  auto small = host.another({{"device_memory_limit", "1M"}});
+  NoManagedBackend gpu(*small);
+  OpCache& c = gpu.op_cache();
+  std::string log;
+  {
+    StderrCapture capture;
+    try {
+      c.alloc_with_fallback(gpu, 2u << 20);
+      BOOST_ERROR("a 2 MiB request past a 1 MiB limit succeeded");
+    } catch (const Error& e) {
+      BOOST_TEST(e.status() == Status::out_of_memory);  // the cause, not "unsupported"
+    }
+    log = capture.text();
+  }
+  BOOST_TEST(!c.alloc_fell_back());
+  BOOST_TEST_INFO("log: " << log);
+  BOOST_TEST(!contains(log, "now allocates model memory as managed memory"));
+  // Later calls try device memory again, and a small one succeeds there.
+  const DevicePtr p = c.alloc_with_fallback(gpu, 4096);
+  BOOST_TEST(static_cast<bool>(p));
+  BOOST_TEST(gpu.alloc_calls == 2u);
+  BOOST_TEST(!c.alloc_fell_back());
+  BOOST_TEST(small->ledger_stats().live_managed_bytes == 0u);
+  small->free(p);
+  c.release(gpu);
+}
+
+// Issue 15: a cache serves one backend; another backend is refused, hit or miss.
+BOOST_AUTO_TEST_CASE(a_cache_is_bound_to_the_backend_it_serves) {
+  Host host;
+  auto second = host.another();
+  CountingBackend a(*host.gpu);
+  CountingBackend b(*second);
+  OpCache c;
+  const KernelHandle ha = c.kernel(a, "axpy", "axpy");
+  const auto refused = [](const auto& call) {
+    try {
+      call();
+    } catch (const Error& e) {
+      return e.status() == Status::invalid_argument;
+    }
+    return false;
+  };
+  BOOST_TEST(refused([&] { c.kernel(b, "axpy", "axpy"); }));  // a hit for a
+  BOOST_TEST(refused([&] { c.kernel(b, "gemm", "gemm_f32"); }));  // a miss
+  BOOST_TEST(b.kernel_calls == 0u);  // b was never asked, nor handed a's handle
+  const DevicePtr s = c.scratch(a, "t", 64);
+  BOOST_TEST(refused([&] { c.scratch(b, "t", 64); }));  // would be a hit for a
+  BOOST_TEST(refused([&] { c.scratch(b, "u", 64); }));
+  BOOST_TEST(refused([&] { c.alloc_with_fallback(b, 64); }));
+  BOOST_TEST(b.alloc_calls == 0u);
+  BOOST_TEST(refused([&] { c.release(b); }));  // scratch is freed by its own backend only
+  BOOST_TEST(c.scratch_count() == 1u);
+  BOOST_TEST(a.handed_out(s));
+  BOOST_TEST(c.kernel(a, "axpy", "axpy") == ha);  // a still served, from the memo
+  BOOST_TEST(a.kernel_calls == 1u);
+  // release unbinds: the emptied cache may serve another backend.
+  c.release(a);
+  BOOST_TEST(!a.handed_out(s));
+  c.kernel(b, "axpy", "axpy");
+  BOOST_TEST(b.kernel_calls == 1u);
+  BOOST_TEST(refused([&] { c.kernel(a, "axpy", "axpy"); }));
+  c.release(b);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -257,3 +257,41 @@ BOOST_AUTO_TEST_CASE(concurrent_listing_and_creation) {
   for (auto& t : threads) t.join();
   BOOST_TEST(created.load() == 12);
 }
+
+// Issue 15: the first *usable* plugin of a name wins. The fake folder first on the path puts the
+// unavailable fake "host" (duplicate_host.c) before the real one: the real host still answers
+// "host" and "auto", and the fake is the duplicate, naming the file that won.
+BOOST_AUTO_TEST_CASE(an_unavailable_namesake_first_does_not_hide_the_real_host) {
+  ScopedEnv env("GPUPLUG_PLUGIN_PATH", fake_plugin_dir().string() + ":" + host_plugin_file().string());
+  gpuplug::PluginRegistry registry;
+  registry.discover();
+  const auto plugins = by_file_name(registry.plugins());
+  BOOST_REQUIRE(plugins.count("libgpuplug-duphost.so") == 1);
+  const PluginInfo& dup = plugins.at("libgpuplug-duphost.so");
+  BOOST_TEST_INFO(dup.message);
+  BOOST_TEST(dup.reason == PluginReason::duplicate_name);
+  BOOST_TEST(contains(dup.message, host_plugin_file().string()));
+  BOOST_TEST(plugins.at("libgpuplug-host.so").state == PluginState::available);
+  for (const char* selector : {"host", "auto", "host!"}) {
+    BOOST_TEST_INFO(selector);
+    auto gpu = registry.create(selector);
+    BOOST_TEST(gpu->plugin_name() == "host");
+    check_axpy(*gpu, 256);
+  }
+}
+
+// With only the unavailable namesake, the error about "host" names it and why.
+BOOST_AUTO_TEST_CASE(an_error_about_a_name_names_every_candidate) {
+  ScopedEnv env("GPUPLUG_PLUGIN_PATH",
+                (fake_plugin_dir() / "libgpuplug-duphost.so").string());
+  gpuplug::PluginRegistry registry;
+  registry.discover();
+  try {
+    registry.create("host!");
+    // The default folder's real host wins when it is there; then the fake is the duplicate.
+    const auto plugins = by_file_name(registry.plugins());
+    BOOST_TEST(plugins.at("libgpuplug-duphost.so").reason == PluginReason::duplicate_name);
+  } catch (const gpuplug::Error& e) {
+    BOOST_TEST(contains(e.what(), "libgpuplug-duphost.so"));
+  }
+}

@@ -11,7 +11,9 @@
 #include <utility>
 #include <vector>
 
+#include "contains.hpp"
 #include "counting_backend.hpp"
+#include "host_backend.hpp"
 #include "test_print.hpp"
 
 namespace {
@@ -21,23 +23,11 @@ using gpuplug::Error;
 using gpuplug::GpuBackend;
 using gpuplug::ModelResource;
 using gpuplug::OpCache;
-using gpuplug::PluginRegistry;
 using gpuplug::Status;
 using gpuplug::Teardown;
+using gpuplug::test::contains;
 using gpuplug::test::CountingBackend;
-
-struct Host {
-  PluginRegistry registry;
-  std::shared_ptr<GpuBackend> gpu;
-  Host() {
-    registry.discover();
-    gpu = registry.create("host!");
-  }
-};
-
-bool contains(std::string_view text, std::string_view part) {
-  return text.find(part) != std::string_view::npos;
-}
+using gpuplug::test::Host;
 
 // A device buffer a model holds; records the order of releases in a shared log.
 class Buffer final : public ModelResource<GpuBackend> {

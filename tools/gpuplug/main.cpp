@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include <gpuplug/support/escape.hpp>
+
 #include "check.hpp"
 
 namespace {
@@ -37,43 +39,19 @@ std::string bytes_text(std::uint64_t bytes) {
   return buf;
 }
 
-/// A JSON string literal: quotes, backslashes and control characters escaped (UTF-8 passes).
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
+using gpuplug::support::escape_text;
+using gpuplug::support::json_string;
+
+/// `"key": "value"`, followed by `<sep>"key_bytes": "<hex>"` when value is not UTF-8 (json_string
+/// then replaced its bad bytes with U+FFFD; the hex keeps them exactly). Documented in
+/// `gpuplug list --help`.
+std::string json_member(std::string_view key, std::string_view value, std::string_view sep) {
+  std::string out = json_string(key) + ": " + json_string(value);
+  if (!gpuplug::support::is_valid_utf8(value)) {
+    out += std::string(sep) + json_string(std::string(key) + "_bytes") + ": " +
+           json_string(gpuplug::support::hex_bytes(value));
   }
-  return out + "\"";
+  return out;
 }
 
 void print_usage(std::ostream& os) {
@@ -106,30 +84,32 @@ void list_text(const std::vector<gpuplug::PluginInfo>& plugins) {
             << abi_text(GPUPLUG_ABI_VERSION) << ")\n";
   std::cout << "search path:\n";
   for (const auto& p : gpuplug::PluginRegistry::search_path())
-    std::cout << "  " << p.string() << "\n";
+    std::cout << "  " << escape_text(p.string()) << "\n";
   if (plugins.empty()) {
     std::cout << "no plugins found\n";
     return;
   }
   std::cout << "\n";
   for (const auto& p : plugins) {
-    std::cout << "[" << p.name << "] " << gpuplug::to_string(p.state);
+    // Everything a plugin or a file name supplied is escaped: it cannot forge lines or reach
+    // the terminal as control sequences.
+    std::cout << "[" << escape_text(p.name) << "] " << gpuplug::to_string(p.state);
     if (p.reason != gpuplug::PluginReason::none)
       std::cout << " (" << gpuplug::to_string(p.reason) << ")";
     std::cout << "\n";
-    std::cout << "  path:    " << p.path.string() << "\n";
+    std::cout << "  path:    " << escape_text(p.path.string()) << "\n";
     if (!p.vendor.empty() || !p.version.empty()) {
-      std::cout << "  version: " << (p.version.empty() ? "-" : p.version) << " (vendor "
-                << (p.vendor.empty() ? "-" : p.vendor) << ")\n";
+      std::cout << "  version: " << (p.version.empty() ? "-" : escape_text(p.version))
+                << " (vendor " << (p.vendor.empty() ? "-" : escape_text(p.vendor)) << ")\n";
     }
     std::cout << "  abi:     " << abi_text(p.abi_version) << "\n";
     if (!p.message.empty())
       std::cout << "  " << (p.state == gpuplug::PluginState::available ? "note:    " : "reason:  ")
-                << p.message << "\n";
+                << escape_text(p.message) << "\n";
     for (const auto& d : p.devices) {
-      std::cout << "  device " << d.ordinal << ": " << d.name << ", " << bytes_text(d.total_memory)
-                << ", " << (d.arch.empty() ? "-" : d.arch) << ", uuid "
-                << (d.uuid.empty() ? "-" : d.uuid) << "\n";
+      std::cout << "  device " << d.ordinal << ": " << escape_text(d.name) << ", "
+                << bytes_text(d.total_memory) << ", " << (d.arch.empty() ? "-" : escape_text(d.arch))
+                << ", uuid " << (d.uuid.empty() ? "-" : escape_text(d.uuid)) << "\n";
     }
     std::cout << "\n";
   }
@@ -141,34 +121,48 @@ void list_json(const std::vector<gpuplug::PluginInfo>& plugins) {
   out += "  \"abi_version\": " + json_string(abi_text(GPUPLUG_ABI_VERSION)) + ",\n";
   out += "  \"search_path\": [";
   bool first = true;
-  for (const auto& p : gpuplug::PluginRegistry::search_path()) {
+  bool all_utf8 = true;
+  const auto search_path = gpuplug::PluginRegistry::search_path();
+  for (const auto& p : search_path) {
     out += (first ? "" : ", ") + json_string(p.string());
+    all_utf8 = all_utf8 && gpuplug::support::is_valid_utf8(p.string());
     first = false;
   }
-  out += "],\n  \"plugins\": [";
+  out += "],\n";
+  if (!all_utf8) {  // the exact bytes of every entry, in order
+    out += "  \"search_path_bytes\": [";
+    first = true;
+    for (const auto& p : search_path) {
+      out += (first ? "" : ", ") + json_string(gpuplug::support::hex_bytes(p.string()));
+      first = false;
+    }
+    out += "],\n";
+  }
+  out += "  \"plugins\": [";
   first = true;
   for (const auto& p : plugins) {
     out += first ? "\n" : ",\n";
     first = false;
     out += "    {\n";
-    out += "      \"name\": " + json_string(p.name) + ",\n";
-    out += "      \"path\": " + json_string(p.path.string()) + ",\n";
-    out += "      \"vendor\": " + json_string(p.vendor) + ",\n";
-    out += "      \"version\": " + json_string(p.version) + ",\n";
+    constexpr std::string_view sep = ",\n      ";
+    out += "      " + json_member("name", p.name, sep) + ",\n";
+    out += "      " + json_member("path", p.path.string(), sep) + ",\n";
+    out += "      " + json_member("vendor", p.vendor, sep) + ",\n";
+    out += "      " + json_member("version", p.version, sep) + ",\n";
     out += "      \"abi_version\": " +
            (p.abi_version == 0 ? std::string("null") : json_string(abi_text(p.abi_version))) +
            ",\n";
     out += "      \"state\": " + json_string(gpuplug::to_string(p.state)) + ",\n";
     out += "      \"reason\": " + json_string(gpuplug::to_string(p.reason)) + ",\n";
-    out += "      \"message\": " + json_string(p.message) + ",\n";
+    out += "      " + json_member("message", p.message, sep) + ",\n";
     out += "      \"devices\": [";
     bool first_device = true;
     for (const auto& d : p.devices) {
       out += first_device ? "\n" : ",\n";
       first_device = false;
       out += "        {\"ordinal\": " + std::to_string(d.ordinal) +
-             ", \"name\": " + json_string(d.name) + ", \"uuid\": " + json_string(d.uuid) +
-             ", \"arch\": " + json_string(d.arch) +
+             ", " + json_member("name", d.name, ", ") + ", " + json_member("uuid", d.uuid, ", ") +
+             ", " + json_member("arch", d.arch, ", ") +
              ", \"total_memory\": " + std::to_string(d.total_memory) +
              ", \"free_memory\": " + std::to_string(d.free_memory) +
              ", \"compute_units\": " + std::to_string(d.compute_units) +
@@ -187,7 +181,18 @@ int cmd_list(Args args) {
     if (a == "--json") {
       json = true;
     } else if (a == "--help" || a == "-h") {
-      std::cout << "usage: gpuplug list [--json]\n";
+      std::cout
+          << "usage: gpuplug list [--json]\n"
+             "\n"
+             "Text: whatever a plugin or a file name supplied is printed escaped: backslash as\n"
+             "\\\\, tab/newline/return as \\t \\n \\r, other control bytes, DEL and bytes that\n"
+             "are not UTF-8 as \\xNN (ESC is \\x1b), C1 controls as \\u0080..\\u009f.\n"
+             "\n"
+             "JSON: always valid UTF-8. A string that is not UTF-8 (a plugin's message, a Latin-1\n"
+             "file name) has each bad byte replaced with U+FFFD, and its object gains\n"
+             "\"<field>_bytes\": the exact bytes in lowercase hex (\"version_bytes\": \"312eff\").\n"
+             "When a search_path entry is not UTF-8, \"search_path_bytes\" lists every entry so.\n"
+             "DEL and C1 controls are written as \\u007f..\\u009f.\n";
       return 0;
     } else {
       return usage_error("list: unknown option '" + std::string(a) + "'");

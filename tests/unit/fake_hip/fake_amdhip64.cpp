@@ -8,9 +8,10 @@
 // It checks what a real runtime would punish: memory and streams are owned by the device that
 // made them and only usable while that device is current on the calling thread (the plugin must
 // call hipSetDevice on every thread), unknown pointers and streams are errors, and module images
-// must be offload bundles or AMDGPU ELF. Modules are read with the plugin's own reader
-// (code_object.hpp); a launch of the kernel "axpy" runs it on the host so that the test can see
-// the parameters arrive; any other launch only checks its configuration. Built with
+// must be offload bundles or AMDGPU ELF. Pointer queries (hipPointerGetAttributes,
+// hipMemGetAddressRange) answer for any device, as a real runtime's do. Modules are read with the
+// plugin's own reader (image.hpp); a launch of the kernel "axpy" runs it on the host so that the
+// test can see the parameters arrive; any other launch only checks its configuration. Built with
 // -DGPUPLUG_FAKE_HIP_TOO_OLD it lacks hipModuleGetGlobal, like a runtime too old for the plugin.
 
 #include <hip/hip_runtime_api.h>
@@ -27,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "code_object.hpp"
+#include "image.hpp"
 
 namespace {
 
@@ -73,6 +74,16 @@ bool owned(const void* p, std::size_t bytes) {
     if (q >= b && q + bytes <= b + a.bytes) return a.device == t_current;
   }
   return false;
+}
+
+// The allocation holding `p` on any device (the caller holds the lock), or null.
+const std::pair<void* const, Allocation>* allocation_of(const void* p) {
+  auto it = state().allocations.upper_bound(const_cast<void*>(p));
+  if (it == state().allocations.begin()) return nullptr;
+  --it;
+  const auto offset =
+      static_cast<std::size_t>(static_cast<const char*>(p) - static_cast<const char*>(it->first));
+  return offset < std::max<std::size_t>(it->second.bytes, 1) ? &*it : nullptr;
 }
 
 bool stream_ok(hipStream_t s) {
@@ -151,6 +162,7 @@ hipError_t hipDeviceGetAttribute(int* value, hipDeviceAttribute_t attr, int devi
   if (device < 0 || device >= kDevices) return hipErrorInvalidDevice;
   if (attr == hipDeviceAttributeMultiprocessorCount) return *value = 104 + device, hipSuccess;
   if (attr == hipDeviceAttributeManagedMemory) return *value = kManaged[device], hipSuccess;
+  if (attr == hipDeviceAttributeConcurrentManagedAccess) return *value = 0, hipSuccess;
   return hipErrorInvalidValue;
 }
 hipError_t hipGetDeviceProperties(hipDeviceProp_t* props, int device) {
@@ -181,6 +193,25 @@ hipError_t hipFree(void* ptr) {
   state().live[t_current] -= it->second.bytes;
   state().allocations.erase(it);
   std::free(ptr);
+  return hipSuccess;
+}
+
+hipError_t hipPointerGetAttributes(hipPointerAttribute_t* attributes, const void* ptr) {
+  std::lock_guard lock(state().mutex);
+  const auto* a = allocation_of(ptr);
+  if (attributes == nullptr || a == nullptr) return hipErrorInvalidValue;
+  *attributes = hipPointerAttribute_t{};
+  attributes->memoryType = hipMemoryTypeDevice;
+  attributes->device = a->second.device;
+  attributes->devicePointer = const_cast<void*>(ptr);
+  return hipSuccess;
+}
+hipError_t hipMemGetAddressRange(hipDeviceptr_t* base, size_t* size, hipDeviceptr_t ptr) {
+  std::lock_guard lock(state().mutex);
+  const auto* a = allocation_of(ptr);
+  if (base == nullptr || size == nullptr || a == nullptr) return hipErrorNotFound;
+  *base = a->first;
+  *size = a->second.bytes;
   return hipSuccess;
 }
 

@@ -7,113 +7,40 @@
 //   full:    two fake GPUs (gfx90a:sramecc+:xnack- with managed memory, gfx1030 without); every
 //            hook of HipDevice runs, including per-thread hipSetDevice, stream checks, module
 //            loading from the real kernels/hip bundles, published globals, error mapping, the
-//            XNACK warning and the sweep at destroy;
+//            XNACK warning, pointers the ledger does not know and the sweep at destroy;
 //   too_old: a runtime without hipModuleGetGlobal, reported as "driver too old".
 
 #define BOOST_TEST_MODULE test_hip_fake_runtime
-#include <dlfcn.h>
-#include <gpuplug/abi.h>
-
 #include <algorithm>
-#include <boost/test/unit_test.hpp>
 #include <cstdint>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-namespace {
+#include "../plugin_table_harness.hpp"
 
-const char* const kPluginFile = GPUPLUG_TEST_PLUGIN_DIR "/libgpuplug-hip.so";
+using namespace gpuplug::test;  // NOLINT(google-build-using-namespace): the harness is the test's
 
-const gpuplug_plugin_v1& table() {
-  static const gpuplug_plugin_v1* t = [] {
-    void* lib = dlopen(kPluginFile, RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) BOOST_FAIL("dlopen " << kPluginFile << ": " << dlerror());
-    auto entry = reinterpret_cast<gpuplug_plugin_entry_fn>(dlsym(lib, GPUPLUG_PLUGIN_ENTRY_SYMBOL));
-    BOOST_TEST_REQUIRE(entry != nullptr);
-    return entry(GPUPLUG_ABI_VERSION);
-  }();
-  return *t;
+std::filesystem::path gpuplug::test::plugin_under_test() {
+  return GPUPLUG_TEST_PLUGIN_DIR "/libgpuplug-hip.so";
 }
+
+namespace {
 
 std::string scenario() {
   const char* s = std::getenv("GPUPLUG_TEST_FAKE_HIP");
   return s != nullptr ? s : "";
 }
 
-gpuplug_probe_result_t probe() {
-  gpuplug_probe_result_t r{};
-  r.struct_size = sizeof r;
-  BOOST_TEST_REQUIRE(table().probe(&r) == GPUPLUG_STATUS_SUCCESS);
-  return r;
+boost::test_tools::assertion_result is_full_fake(boost::unit_test::test_unit_id) {
+  boost::test_tools::assertion_result ok(scenario() == "full");
+  ok.message() << "GPUPLUG_TEST_FAKE_HIP is '" << scenario() << "'";
+  return ok;
 }
 
-boost::unit_test::precondition full_fake() {
-  return boost::unit_test::precondition([](boost::unit_test::test_unit_id) {
-    boost::test_tools::assertion_result ok(scenario() == "full");
-    ok.message() << "GPUPLUG_TEST_FAKE_HIP is '" << scenario() << "'";
-    return ok;
-  });
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-// Collects what the plugin logs through the host services.
-struct Log {
-  std::mutex mutex;
-  std::vector<std::pair<int, std::string>> lines;
-  gpuplug_host_services_t services{sizeof(gpuplug_host_services_t), this,
-                                   [](void* user, gpuplug_log_level_t level, const char* m) {
-                                     auto* self = static_cast<Log*>(user);
-                                     std::lock_guard lock(self->mutex);
-                                     self->lines.emplace_back(level, m);
-                                   }};
-  std::size_t count(int level, const std::string& part) {
-    std::lock_guard lock(mutex);
-    std::size_t n = 0;
-    for (const auto& [l, m] : lines) n += (l == level && contains(m, part)) ? 1 : 0;
-    return n;
-  }
-};
-
-struct Instance {
-  const gpuplug_plugin_v1& t = table();
-  gpuplug_instance_t inst = nullptr;
-  Log log;
-
-  explicit Instance(std::uint32_t ordinal) {
-    char error[512] = {};
-    const gpuplug_status_t s =
-        t.create(ordinal, nullptr, 0, &log.services, &inst, error, sizeof error);
-    BOOST_TEST_REQUIRE(s == GPUPLUG_STATUS_SUCCESS, "create(" << ordinal << "): " << error);
-  }
-  ~Instance() {
-    if (inst != nullptr) t.destroy(inst);
-  }
-  Instance(const Instance&) = delete;
-  Instance& operator=(const Instance&) = delete;
-
-  std::string last_error() const {
-    char buf[1024] = {};
-    t.last_error(inst, buf, sizeof buf);
-    return buf;
-  }
-  void ok(gpuplug_status_t s, const std::string& what) const {
-    BOOST_TEST_REQUIRE(s == GPUPLUG_STATUS_SUCCESS,
-                       what << ": status " << s << ": " << last_error());
-  }
-  std::uint64_t alloc(std::uint64_t bytes) {
-    std::uint64_t p = 0;
-    ok(t.alloc(inst, bytes, "test_hip_fake_runtime", &p), "alloc");
-    return p;
-  }
-};
+// A function, not a lambda: GCC 12 warns about boost::function copying an empty closure.
+boost::unit_test::precondition full_fake() { return boost::unit_test::precondition(&is_full_fake); }
 
 }  // namespace
 
@@ -160,6 +87,8 @@ BOOST_AUTO_TEST_CASE(devices_are_described, *full_fake()) {
   gpuplug_device_info_t none{};
   none.struct_size = sizeof none;
   BOOST_TEST(table().describe_device(2, &none) == GPUPLUG_STATUS_UNAVAILABLE);
+  // The slot has no error buffer: the SDK's one device check puts its message in `name`.
+  BOOST_TEST(std::string(none.name) == "no device 2: hip has 2 devices");
   char error[512] = {};
   gpuplug_instance_t inst = nullptr;
   BOOST_TEST(table().create(2, nullptr, 0, nullptr, &inst, error, sizeof error) ==
@@ -241,7 +170,7 @@ BOOST_AUTO_TEST_CASE(streams_are_checked_and_ordered_work_lands, *full_fake()) {
   dev.ok(dev.t.synchronize(dev.inst), "synchronize");
 
   BOOST_TEST(dev.t.memset_d8(dev.inst, a, 0, 16, 0xBAD) == GPUPLUG_STATUS_INVALID_ARGUMENT);
-  BOOST_TEST(contains(dev.last_error(), "unknown stream 0xbad"), dev.last_error());
+  BOOST_TEST(contains(dev.last_error(), "unknown stream 2989"), dev.last_error());  // 0xBAD
   BOOST_TEST(dev.t.stream_destroy(dev.inst, 0) == GPUPLUG_STATUS_INVALID_ARGUMENT);
   dev.ok(dev.t.stream_destroy(dev.inst, stream), "stream_destroy");
   BOOST_TEST(dev.t.stream_destroy(dev.inst, stream) == GPUPLUG_STATUS_INVALID_ARGUMENT);
@@ -249,6 +178,39 @@ BOOST_AUTO_TEST_CASE(streams_are_checked_and_ordered_work_lands, *full_fake()) {
   // A stream left open is destroyed with the backend.
   std::uint64_t open = 0;
   dev.ok(dev.t.stream_create(dev.inst, &open), "stream_create (left open)");
+}
+
+BOOST_AUTO_TEST_CASE(pointers_the_ledger_does_not_know_must_be_this_device_s, *full_fake()) {
+  // The SDK checks every copy and memset against the ledger, the module globals, then
+  // hipPointerGetAttributes (and hipMemGetAddressRange): memory of another device, host memory
+  // and overruns of foreign allocations are refused before the runtime sees them, with the SDK's
+  // message rather than a runtime error.
+  Instance dev(0), same_device(0), other_device(1);
+  std::vector<std::uint8_t> host(256, 7);
+  const auto refused = [&](gpuplug_status_t s, const std::string& what) {
+    BOOST_TEST(s == GPUPLUG_STATUS_INVALID_ARGUMENT, what);
+    BOOST_TEST(contains(dev.last_error(), "is not memory of this device"), dev.last_error());
+    BOOST_TEST(!contains(dev.last_error(), "hipError"), dev.last_error());
+  };
+  const std::uint64_t elsewhere = other_device.alloc(256);
+  refused(dev.t.copy_h2d(dev.inst, elsewhere, host.data(), 16), "copy_h2d to device 1 memory");
+  refused(dev.t.copy_d2h(dev.inst, host.data(), elsewhere, 16), "copy_d2h from device 1 memory");
+  refused(dev.t.memset_d8(dev.inst, elsewhere, 0, 16, 0), "memset_d8 of device 1 memory");
+  const auto on_host = reinterpret_cast<std::uint64_t>(host.data());
+  refused(dev.t.copy_d2h(dev.inst, host.data(), on_host, 16), "copy_d2h from host memory");
+  refused(dev.t.copy_h2d(dev.inst, 0x1000, host.data(), 16), "copy_h2d to 0x1000");
+
+  // Memory of the same device from another backend is the runtime's to judge: accepted, within
+  // the allocation the runtime knows.
+  const std::uint64_t shared = same_device.alloc(256);
+  dev.ok(dev.t.copy_h2d(dev.inst, shared + 16, host.data(), 64), "copy_h2d into a foreign buffer");
+  std::vector<std::uint8_t> back(64, 0);
+  dev.ok(dev.t.copy_d2h(dev.inst, back.data(), shared + 16, 64), "copy_d2h from a foreign buffer");
+  BOOST_TEST(std::count(back.begin(), back.end(), 7) == 64);
+  refused(dev.t.copy_h2d(dev.inst, shared + 128, host.data(), 256), "overrun of a foreign buffer");
+  same_device.ok(same_device.t.free(same_device.inst, shared), "free");
+  refused(dev.t.copy_h2d(dev.inst, shared, host.data(), 16), "copy_h2d to a freed foreign buffer");
+  other_device.ok(other_device.t.free(other_device.inst, elsewhere), "free");
 }
 
 BOOST_AUTO_TEST_CASE(managed_memory_follows_the_device_and_warns_once_without_xnack, *full_fake()) {
@@ -290,9 +252,7 @@ BOOST_AUTO_TEST_CASE(runtime_errors_carry_the_operation_and_hip_s_words, *full_f
              GPUPLUG_STATUS_INVALID_IMAGE);
   BOOST_TEST(contains(dev.last_error(), "module junk: not a HIP code object"), dev.last_error());
 
-  std::ifstream file(std::string(GPUPLUG_TEST_KERNEL_DIR) + "/hip/e4m3.hsaco", std::ios::binary);
-  const std::vector<char> image((std::istreambuf_iterator<char>(file)),
-                                std::istreambuf_iterator<char>());
+  const auto image = read_file_or_fail(std::string(GPUPLUG_TEST_KERNEL_DIR) + "/hip/e4m3.hsaco");
   BOOST_TEST_REQUIRE(image.size() > 4096u);
   BOOST_TEST(dev.t.load_module(dev.inst, "cut", image.data(), 4096) ==
              GPUPLUG_STATUS_INVALID_IMAGE);

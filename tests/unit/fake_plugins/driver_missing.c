@@ -2,8 +2,6 @@
  * Fake GPU plugin that loads fine but whose driver is absent: unavailable / driver_missing. */
 #include "fake_table.h"
 
-static gpuplug_plugin_v1 table;
-
 static gpuplug_status_t probe_driver_missing(gpuplug_probe_result_t* out) {
   out->reason = GPUPLUG_PROBE_DRIVER_MISSING;
   out->device_count = 0;
@@ -13,9 +11,7 @@ static gpuplug_status_t probe_driver_missing(gpuplug_probe_result_t* out) {
 
 GPUPLUG_PLUGIN_EXPORT const gpuplug_plugin_v1* gpuplug_plugin_entry(uint32_t host_abi_version) {
   (void)host_abi_version;
-  fake_fill_table(&table);
-  table.name = "fake_missing";
-  table.vendor = "Fake GPUs Inc.";
-  table.probe = probe_driver_missing;
-  return &table;
+  gpuplug_plugin_v1* table = fake_named_table("fake_missing", probe_driver_missing);
+  table->vendor = "Fake GPUs Inc.";
+  return table;
 }

@@ -2,12 +2,7 @@
  * Fake plugin that also calls itself "host": found after the real one, it is a duplicate_name. */
 #include "fake_table.h"
 
-static gpuplug_plugin_v1 table;
-
 GPUPLUG_PLUGIN_EXPORT const gpuplug_plugin_v1* gpuplug_plugin_entry(uint32_t host_abi_version) {
   (void)host_abi_version;
-  fake_fill_table(&table);
-  table.name = "host";
-  table.probe = fake_probe_no_device;
-  return &table;
+  return fake_named_table("host", fake_probe_no_device);
 }

@@ -124,4 +124,15 @@ static gpuplug_status_t fake_probe_no_device(gpuplug_probe_result_t* out) {
   return GPUPLUG_STATUS_SUCCESS;
 }
 
+/* The table a fake plugin's entry point returns: every required slot filled, with `name` and
+ * `probe`; the caller adjusts what its failure needs before returning it. One per plugin. */
+static inline gpuplug_plugin_v1* fake_named_table(
+    const char* name, gpuplug_status_t (*probe)(gpuplug_probe_result_t*)) {
+  static gpuplug_plugin_v1 table;
+  fake_fill_table(&table);
+  table.name = name;
+  table.probe = probe;
+  return &table;
+}
+
 #endif /* GPUPLUG_FAKE_TABLE_H */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Offload-bundle and AMDGPU ELF readers (layouts in code_object.hpp), bounds-checked throughout.
-#include "code_object.hpp"
+// Offload-bundle and AMDGPU ELF readers (layouts in image.hpp), bounds-checked throughout.
+#include "image.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -219,6 +219,32 @@ std::vector<std::string> kernel_names(const std::vector<ElfSymbol>& symbols) {
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
   return names;
+}
+
+std::string image_problem(std::span<const std::byte> image) {
+  if (is_offload_bundle(image)) {
+    if (!parse_offload_bundle(image))
+      return "malformed clang offload bundle (an entry lies outside the " +
+             std::to_string(image.size()) + "-byte image)";
+    return "";
+  }
+  if (is_elf(image)) {
+    if (elf_machine(image) != kElfMachineAmdgpu || !read_elf_symbols(image))
+      return "not an AMDGPU code object (an ELF file, but not a well-formed ELF64 for EM_AMDGPU)";
+    return "";
+  }
+  if (is_compressed_bundle(image)) return "";
+  return "not a HIP code object (expected a clang offload bundle from hipcc --genco, or an "
+         "AMDGPU ELF code object)";
+}
+
+std::vector<std::string> bundle_targets(std::span<const std::byte> image) {
+  std::vector<std::string> targets;
+  if (const auto entries = parse_offload_bundle(image))
+    for (const BundleEntry& entry : *entries)
+      if (const std::string_view target = amdgpu_target_of(entry.id); !target.empty())
+        targets.emplace_back(target);
+  return targets;
 }
 
 }  // namespace gpuplug::hip

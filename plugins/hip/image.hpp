@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Reading HIP module images without the runtime: clang offload bundles and AMDGPU ELF symbols.
+// HIP module images read without the runtime: clang offload bundles and AMDGPU ELF symbols.
 #pragma once
 
 // Why: HIP has no API that lists a module's kernels, but "function not found" messages must name
@@ -81,5 +81,15 @@ std::optional<std::vector<ElfSymbol>> read_elf_symbols(std::span<const std::byte
 /// The kernels among `symbols`, sorted and unique: names X with a kernel descriptor object
 /// "X.kd" (code object v3 and later), plus symbols of type STT_AMDGPU_HSA_KERNEL (v2).
 std::vector<std::string> kernel_names(const std::vector<ElfSymbol>& symbols);
+
+/// Why `image` must not reach the runtime, or "" when it may: hipModuleLoadData is given no
+/// size, so the runtime trusts the headers it reads, and only images whose structure was checked
+/// against the bytes we have are handed over (bundles whose entries lie inside the image, AMDGPU
+/// ELF64 code objects, and compressed bundles, which the runtime unpacks itself).
+std::string image_problem(std::span<const std::byte> image);
+
+/// The AMDGPU targets an offload bundle carries ({"gfx90a:xnack+", "gfx1030"}); empty for
+/// anything else. For the message when none fits the device.
+std::vector<std::string> bundle_targets(std::span<const std::byte> image);
 
 }  // namespace gpuplug::hip

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The host backend's executor: worker pool, stream queues with ownership hand-off, parallel grids.
-#include "executor.hpp"
+// The host backend's driver: worker pool, stream queues with ownership hand-off, parallel grids.
+#include "driver.hpp"
 
 #include <sched.h>
 
@@ -10,7 +10,7 @@
 #include <cstring>
 #include <new>
 
-#include "plugin_sdk.hpp"
+#include "failure.hpp"
 
 namespace gpuplug::host {
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The host backend's executor: a per-device worker pool, in-order streams, and grid launches.
+// The host backend's driver: the executor that runs a device's work (a worker pool, in-order
+// streams, grid launches), what a GPU plugin's driver.hpp is to its vendor runtime.
 #pragma once
 
 #include <gpuplug/abi.h>

@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: Apache-2.0
+// The plugin table: copy, v1 contract checks, optional slots with the defaults abi.h states, and
+// the C structs as C++ values.
+#include "plugin_table.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <gpuplug/support/c_string.hpp>
+#include <gpuplug/support/plugin_name.hpp>
+#include <type_traits>
+#include <utility>
+
+#include "plugin_backend.hpp"
+
+namespace gpuplug::detail {
+
+namespace {
+
+/// The required slots of the v1 table, by name; a null one makes the plugin unusable.
+std::string first_missing_slot(const gpuplug_plugin_v1& t) {
+  const std::array<std::pair<const char*, bool>, 24> slots{{
+      {"probe", t.probe != nullptr},
+      {"describe_device", t.describe_device != nullptr},
+      {"create", t.create != nullptr},
+      {"destroy", t.destroy != nullptr},
+      {"last_error", t.last_error != nullptr},
+      {"alloc", t.alloc != nullptr},
+      {"free", t.free != nullptr},
+      {"memory_info", t.memory_info != nullptr},
+      {"device_info", t.device_info != nullptr},
+      {"copy_h2d", t.copy_h2d != nullptr},
+      {"copy_d2h", t.copy_d2h != nullptr},
+      {"copy_d2d", t.copy_d2d != nullptr},
+      {"memset_d8", t.memset_d8 != nullptr},
+      {"stream_create", t.stream_create != nullptr},
+      {"stream_destroy", t.stream_destroy != nullptr},
+      {"stream_synchronize", t.stream_synchronize != nullptr},
+      {"synchronize", t.synchronize != nullptr},
+      {"load_module", t.load_module != nullptr},
+      {"has_module", t.has_module != nullptr},
+      {"get_function", t.get_function != nullptr},
+      {"get_global", t.get_global != nullptr},
+      {"launch", t.launch != nullptr},
+      {"ledger_stats", t.ledger_stats != nullptr},
+      {"sweep_unreleased", t.sweep_unreleased != nullptr},
+  }};
+  for (const auto& [name, present] : slots) {
+    if (!present) return name;
+  }
+  return {};
+}
+
+// ---- optional slots: forwarding thunks and the defaults abi.h states ----------------------------
+
+template <auto Slot, class... A>
+gpuplug_status_t forward(const PluginBackend& b, A... args) {
+  return (b.table().*Slot)(b.instance(), args...);
+}
+
+std::size_t forward_report(const PluginBackend& b, std::uint32_t top_n, char* buf,
+                           std::size_t size) {
+  return b.table().ledger_report(b.instance(), top_n, buf, size);
+}
+
+[[noreturn]] void unsupported(const PluginBackend& b, std::string_view operation) {
+  std::string message(operation);
+  message.append(": not supported by the ").append(b.plugin_name()).append(" plugin");
+  throw Error(Status::unsupported, std::string(b.name()), std::move(message));
+}
+
+gpuplug_status_t default_alloc_managed(const PluginBackend& b, std::uint64_t, const char*,
+                                       std::uint64_t*) {
+  unsupported(b, "alloc_managed");
+}
+
+gpuplug_status_t default_unload_module(const PluginBackend& b, const char*) {
+  unsupported(b, "unload_module");
+}
+
+// Async copies without an async slot: wait for the stream, then copy synchronously. The result
+// is the same ordering, with the host blocked instead of queued.
+template <auto Copy, class Dst, class Src>
+gpuplug_status_t default_copy_async(const PluginBackend& b, Dst dst, Src src, std::uint64_t bytes,
+                                    std::uint64_t stream, const char* operation) {
+  b.check(b.table().stream_synchronize(b.instance(), stream), operation);
+  return (b.table().*Copy)(b.instance(), dst, src, bytes);
+}
+
+gpuplug_status_t default_copy_h2d_async(const PluginBackend& b, std::uint64_t dst, const void* src,
+                                        std::uint64_t bytes, std::uint64_t stream) {
+  return default_copy_async<&gpuplug_plugin_v1::copy_h2d>(b, dst, src, bytes, stream,
+                                                          "copy_h2d_async (stream_synchronize)");
+}
+
+gpuplug_status_t default_copy_d2h_async(const PluginBackend& b, void* dst, std::uint64_t src,
+                                        std::uint64_t bytes, std::uint64_t stream) {
+  return default_copy_async<&gpuplug_plugin_v1::copy_d2h>(b, dst, src, bytes, stream,
+                                                          "copy_d2h_async (stream_synchronize)");
+}
+
+gpuplug_status_t default_copy_d2d_async(const PluginBackend& b, std::uint64_t dst,
+                                        std::uint64_t src, std::uint64_t bytes,
+                                        std::uint64_t stream) {
+  return default_copy_async<&gpuplug_plugin_v1::copy_d2d>(b, dst, src, bytes, stream,
+                                                          "copy_d2d_async (stream_synchronize)");
+}
+
+// Without a per-site report, summarise the ledger counters; same contract as the slot.
+std::size_t default_ledger_report(const PluginBackend& b, std::uint32_t, char* buf,
+                                  std::size_t size) {
+  gpuplug_ledger_stats_t stats{};
+  stats.struct_size = sizeof stats;
+  std::string text;
+  if (b.table().ledger_stats(b.instance(), &stats) == GPUPLUG_STATUS_SUCCESS) {
+    text = std::to_string(stats.live_count) + " live allocations, " +
+           std::to_string(stats.live_bytes) + " bytes (no per-site report from this plugin)";
+  } else {
+    text = "no allocation report from this plugin";
+  }
+  return support::copy_out(text, buf, size);
+}
+
+template <class Fn>
+void pick(Fn& slot, bool present, std::type_identity_t<Fn> forwarding,
+          std::type_identity_t<Fn> fallback) {
+  slot = present ? forwarding : fallback;
+}
+
+}  // namespace
+
+std::string abi_version_text(std::uint32_t v) {
+  return std::to_string(GPUPLUG_VERSION_MAJOR(v)) + "." + std::to_string(GPUPLUG_VERSION_MINOR(v));
+}
+
+gpuplug_plugin_v1 copy_table(const gpuplug_plugin_v1& published) noexcept {
+  gpuplug_plugin_v1 t{};
+  const std::size_t n = std::min<std::size_t>(published.struct_size, sizeof t);
+  std::memcpy(&t, &published, n);
+  return t;
+}
+
+// ---- the v1 contract ----------------------------------------------------------------------------
+
+std::optional<Refusal> check_header(const gpuplug_plugin_v1& published) {
+  if (GPUPLUG_VERSION_MAJOR(published.abi_version) != GPUPLUG_ABI_VERSION_MAJOR) {
+    return Refusal{PluginReason::abi_mismatch,
+                   "ABI mismatch: plugin speaks ABI " + abi_version_text(published.abi_version) +
+                       ", host speaks " + abi_version_text(GPUPLUG_ABI_VERSION)};
+  }
+  if (published.struct_size < GPUPLUG_PLUGIN_V1_MIN_SIZE) {
+    return Refusal{PluginReason::table_too_small,
+                   "plugin table too small: " + std::to_string(published.struct_size) +
+                       " bytes, ABI " + abi_version_text(GPUPLUG_ABI_VERSION) + " needs at least " +
+                       std::to_string(GPUPLUG_PLUGIN_V1_MIN_SIZE)};
+  }
+  return std::nullopt;
+}
+
+std::optional<Refusal> check_name(const gpuplug_plugin_v1& table) {
+  if (table.name != nullptr && support::valid_plugin_name(table.name)) return std::nullopt;
+  return Refusal{PluginReason::abi_mismatch,
+                 "plugin table breaks ABI " + abi_version_text(GPUPLUG_ABI_VERSION) + ": name is " +
+                     (table.name == nullptr ? "null" : "'" + std::string(table.name) + "'") +
+                     " (expected " + std::string(support::plugin_name_pattern) + ")"};
+}
+
+std::optional<Refusal> check_required_slots(const gpuplug_plugin_v1& table) {
+  const std::string slot = first_missing_slot(table);
+  if (slot.empty()) return std::nullopt;
+  return Refusal{PluginReason::abi_mismatch, "plugin table breaks ABI " +
+                                                 abi_version_text(GPUPLUG_ABI_VERSION) +
+                                                 ": required slot '" + slot + "' is null"};
+}
+
+// The one place where optional slots are null-checked.
+OptionalSlots resolve_optional_slots(const gpuplug_plugin_v1& t) noexcept {
+  using T = gpuplug_plugin_v1;
+  OptionalSlots s{};
+  pick(s.alloc_managed, t.alloc_managed != nullptr, &forward<&T::alloc_managed>,
+       &default_alloc_managed);
+  pick(s.copy_h2d_async, t.copy_h2d_async != nullptr, &forward<&T::copy_h2d_async>,
+       &default_copy_h2d_async);
+  pick(s.copy_d2h_async, t.copy_d2h_async != nullptr, &forward<&T::copy_d2h_async>,
+       &default_copy_d2h_async);
+  pick(s.copy_d2d_async, t.copy_d2d_async != nullptr, &forward<&T::copy_d2d_async>,
+       &default_copy_d2d_async);
+  pick(s.unload_module, t.unload_module != nullptr, &forward<&T::unload_module>,
+       &default_unload_module);
+  pick(s.ledger_report, t.ledger_report != nullptr, &forward_report, &default_ledger_report);
+  return s;
+}
+
+// ---- the C structs as C++ values ----------------------------------------------------------------
+
+DeviceInfo to_device_info(const gpuplug_device_info_t& d) {
+  DeviceInfo info;
+  info.ordinal = d.ordinal;
+  info.name = support::fixed_string(d.name, sizeof d.name);
+  info.uuid = support::fixed_string(d.uuid, sizeof d.uuid);
+  info.arch = support::fixed_string(d.arch, sizeof d.arch);
+  info.total_memory = d.total_memory;
+  info.free_memory = d.free_memory;
+  info.compute_units = d.compute_units;
+  info.managed_memory = d.managed_memory != 0;
+  // Appended field: read only when the plugin's struct reaches it (older plugins: false).
+  info.concurrent_managed_access =
+      d.struct_size >= offsetof(gpuplug_device_info_t, concurrent_managed_access) +
+                           sizeof d.concurrent_managed_access &&
+      d.concurrent_managed_access != 0;
+  return info;
+}
+
+LedgerStats to_ledger_stats(const gpuplug_ledger_stats_t& s) noexcept {
+  return LedgerStats{s.live_bytes,         s.live_count,   s.peak_bytes,
+                     s.live_managed_bytes, s.total_allocs, s.total_frees};
+}
+
+LogLevel to_log_level(gpuplug_log_level_t level) noexcept {
+  if (level <= GPUPLUG_LOG_TRACE) return LogLevel::trace;
+  if (level >= GPUPLUG_LOG_ERROR) return LogLevel::error;
+  return static_cast<LogLevel>(level);
+}
+
+}  // namespace gpuplug::detail

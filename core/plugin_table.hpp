@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the core knows about a plugin's C table (core-private): the copy it keeps, the checks a
+// table must pass, the optional slots and their defaults, and the C structs as C++ values.
+#pragma once
+
+#include <gpuplug/abi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <gpuplug/log.hpp>
+#include <gpuplug/registry.hpp>
+#include <gpuplug/types.hpp>
+#include <optional>
+#include <string>
+
+namespace gpuplug::detail {
+
+/// "1.0": an ABI version as messages name it.
+std::string abi_version_text(std::uint32_t version);
+
+/// The plugin table as the core uses it: a copy of the first `struct_size` bytes the plugin
+/// published (the host never reads past them), with every byte beyond left zero.
+/// Precondition for a PluginBackend: the table passed the checks below.
+gpuplug_plugin_v1 copy_table(const gpuplug_plugin_v1& published) noexcept;
+
+/// Why a plugin cannot be used: the reason the registry reports, and the message that says why.
+struct Refusal {
+  PluginReason reason;
+  std::string message;
+};
+
+/// Checks the header of a published table: the major version (abi_mismatch), then the size
+/// (table_too_small). These are the only fields read before the major version is known.
+std::optional<Refusal> check_header(const gpuplug_plugin_v1& published);
+
+/// Checks what v1 requires of a copied table: a name of [a-z0-9_]+ (`check_name`) and every
+/// required slot set (`check_required_slots`, naming the first null one). A table that breaks
+/// them is an ABI violation (abi_mismatch), whatever its version says.
+std::optional<Refusal> check_name(const gpuplug_plugin_v1& table);
+std::optional<Refusal> check_required_slots(const gpuplug_plugin_v1& table);
+
+class PluginBackend;
+
+/// The optional slots of abi.h, resolved once at construction: either a thunk into the plugin's
+/// slot or the default abi.h states. This is the one place where optional slots are null-checked.
+struct OptionalSlots {
+  gpuplug_status_t (*alloc_managed)(const PluginBackend&, std::uint64_t, const char*,
+                                    std::uint64_t*);
+  gpuplug_status_t (*copy_h2d_async)(const PluginBackend&, std::uint64_t, const void*,
+                                     std::uint64_t, std::uint64_t);
+  gpuplug_status_t (*copy_d2h_async)(const PluginBackend&, void*, std::uint64_t, std::uint64_t,
+                                     std::uint64_t);
+  gpuplug_status_t (*copy_d2d_async)(const PluginBackend&, std::uint64_t, std::uint64_t,
+                                     std::uint64_t, std::uint64_t);
+  gpuplug_status_t (*unload_module)(const PluginBackend&, const char*);
+  /// nullptr: the plugin has no per-site report (alloc_report then summarises ledger_stats).
+  std::size_t (*ledger_report)(const PluginBackend&, std::uint32_t, char*, std::size_t);
+};
+
+/// Thunks for the slots `table` fills, the defaults of abi.h for those it leaves null.
+OptionalSlots resolve_optional_slots(const gpuplug_plugin_v1& table) noexcept;
+
+/// The C device description as the C++ API reports it (fixed-size strings read up to their NUL).
+DeviceInfo to_device_info(const gpuplug_device_info_t& raw);
+
+/// The C ledger counters as the C++ API reports them.
+LedgerStats to_ledger_stats(const gpuplug_ledger_stats_t& raw) noexcept;
+
+/// A plugin's log level as a gpuplug LogLevel (out-of-range values clamp to trace or error).
+LogLevel to_log_level(gpuplug_log_level_t level) noexcept;
+
+}  // namespace gpuplug::detail

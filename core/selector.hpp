@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: Apache-2.0
+// The selection policy (core-private): which discovered plugin a selector picks, and why the
+// others were passed over.
+#pragma once
+
+#include <gpuplug/log.hpp>
+#include <gpuplug/registry.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "plugin_loader.hpp"
+
+namespace gpuplug::detail {
+
+/// A selection, and the fallback line it wants logged (once per registry) when it passed over a
+/// candidate: a warning when it fell back from a GPU plugin to host, else info.
+struct SelectionOutcome {
+  Selection selection;
+  std::optional<std::pair<LogLevel, std::string>> fallback;
+};
+
+/// Runs `selector` (parse_selector's syntax; "auto" expands to GPUPLUG_BACKEND when set, else to
+/// every GPU plugin in discovery order and then host) over `entries`, making the first backend
+/// that works with `options`. Throws Error naming the selector and every refusal when nothing
+/// works, or when a required item ('!') cannot be used. Runs without the registry's lock.
+SelectionOutcome select_backend(std::string_view selector, std::span<const PluginEntry> entries,
+                                const Options& options);
+
+}  // namespace gpuplug::detail

@@ -1,0 +1,56 @@
+# SPDX-License-Identifier: Apache-2.0
+# CTest hip.bundle_targets: `clang-offload-bundler --list` on every HIP module bundle names exactly
+# the configured targets, each once as hipv4-amdgcn-amd-amdhsa--<target>, plus the host entry.
+#   cmake -DBUNDLER=<clang-offload-bundler> -DDIR=<kernels/hip> -DMODULES=<m;...>
+#         -DTARGETS=<t;...> -P check_bundles.cmake
+foreach(var BUNDLER DIR MODULES TARGETS)
+  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
+    message(FATAL_ERROR "check_bundles.cmake: -D${var}=... is required")
+  endif()
+endforeach()
+
+if(NOT EXISTS "${BUNDLER}")
+  message(STATUS "check_bundles: no bundler here (${BUNDLER}): skipped")
+  return()
+endif()
+
+set(want)
+foreach(target IN LISTS TARGETS)
+  list(APPEND want "hipv4-amdgcn-amd-amdhsa--${target}")
+endforeach()
+list(SORT want)
+
+set(failures 0)
+foreach(module IN LISTS MODULES)
+  set(bundle ${DIR}/${module}.hsaco)
+  execute_process(COMMAND ${BUNDLER} --list --type=o --input=${bundle}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(SEND_ERROR "${module}.hsaco: ${BUNDLER} --list failed (${rc}): ${err}")
+    math(EXPR failures "${failures} + 1")
+    continue()
+  endif()
+  string(REGEX REPLACE "\n+$" "" out "${out}")
+  string(REPLACE "\n" ";" ids "${out}")
+  set(got)
+  set(hosts 0)
+  foreach(id IN LISTS ids)
+    if(id MATCHES "^host-")
+      math(EXPR hosts "${hosts} + 1")
+    else()
+      list(APPEND got ${id})
+    endif()
+  endforeach()
+  list(SORT got)
+  message(STATUS "${module}.hsaco: ${ids}")
+  if(NOT got STREQUAL want OR NOT hosts EQUAL 1)
+    message(SEND_ERROR "${module}.hsaco lists [${got}] and ${hosts} host entries; "
+                       "expected [${want}] and one host entry")
+    math(EXPR failures "${failures} + 1")
+  endif()
+endforeach()
+if(failures GREATER 0)
+  message(FATAL_ERROR "${failures} bundle(s) do not hold exactly the configured targets")
+endif()
+list(LENGTH MODULES n)
+message(STATUS "every one of the ${n} bundles holds exactly: ${TARGETS}")

@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: Apache-2.0
+// sdk::Device: the state every vendor device shares, its shutdown, and the one range check.
+#include <algorithm>
+#include <cstddef>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "gpuplug/support/failures.hpp"
+#include "gpuplug/support/text.hpp"
+#include "ledger.hpp"
+#include "module_registry.hpp"
+#include "plugin_sdk.hpp"
+
+namespace gpuplug::sdk {
+
+/// Per-thread last-error messages of one device. A mutex-guarded map rather than thread_local
+/// storage: plugins keep no static objects with destructors, and the messages belong to the
+/// instance, not to the thread. One entry per thread that ever failed on this device.
+struct Device::ErrorSlots {
+  std::mutex mutex;
+  std::unordered_map<std::thread::id, std::string> by_thread;
+};
+
+namespace {
+
+std::string owner_name(const DeviceConfig& config) {
+  return (config.plugin_name.empty() ? std::string("device") : config.plugin_name) + ":" +
+         std::to_string(config.ordinal);
+}
+
+}  // namespace
+
+Device::Device(const DeviceConfig& config)
+    : config_(config),
+      ledger_(std::make_unique<AllocationLedger>(
+          owner_name(config), config.device_memory_limit,
+          [this](gpuplug_log_level_t level, std::string_view message) { log(level, message); })),
+      modules_(std::make_unique<ModuleRegistry>(*this, config.modules_dir)),
+      errors_(std::make_unique<ErrorSlots>()) {}
+
+Device::~Device() = default;
+
+void Device::log(gpuplug_log_level_t level, std::string_view message) const noexcept {
+  const gpuplug_host_services_t* s = config_.services;
+  if (s == nullptr || s->struct_size < offsetof(gpuplug_host_services_t, log) + sizeof(s->log) ||
+      s->log == nullptr)
+    return;
+  try {
+    const std::string text(message);
+    s->log(s->user, level, text.c_str());
+  } catch (...) {
+    // Out of memory while logging: the message is dropped.
+  }
+}
+
+std::uint64_t Device::vendor_alloc_managed(std::uint64_t /*bytes*/) {
+  fail(GPUPLUG_STATUS_UNSUPPORTED, "managed memory is not supported by " + owner_name(config_));
+}
+
+Access Device::vendor_owns_range(std::uint64_t /*ptr*/, std::uint64_t /*bytes*/) {
+  return Access::none;
+}
+
+void Device::shutdown() noexcept {
+  if (shut_down_) return;
+  shut_down_ = true;
+  synchronize_or_warn("shutdown");
+  modules_->unload_all();
+  sweep_allocations();
+  streams_.destroy_all(*this);
+}
+
+void Device::synchronize_or_warn(const char* op) noexcept {
+  try {
+    vendor_synchronize();
+  } catch (...) {
+    try {
+      log(GPUPLUG_LOG_WARNING,
+          std::string(op) + ": synchronize failed: " + support::describe_current_exception());
+    } catch (...) {  // no memory for the message: the sweep goes on regardless
+    }
+  }
+}
+
+SweepResult Device::sweep_allocations() noexcept {
+  return ledger_->sweep(
+      [this](std::uint64_t ptr, gpuplug_alloc_kind_t kind) { vendor_free(ptr, kind); });
+}
+
+std::uint64_t Device::allocate(std::uint64_t bytes, const char* site, gpuplug_alloc_kind_t kind) {
+  const std::uint64_t vendor_bytes = std::max<std::uint64_t>(bytes, 1);
+  return ledger_->allocate(
+      bytes, kind, site,
+      [&] {
+        const std::uint64_t p = kind == GPUPLUG_ALLOC_DEVICE ? vendor_alloc(vendor_bytes)
+                                                             : vendor_alloc_managed(vendor_bytes);
+        if (p == 0) fail(GPUPLUG_STATUS_DEVICE_ERROR, "the vendor allocation returned null");
+        return p;
+      },
+      [&](std::uint64_t p) noexcept {
+        try {
+          vendor_free(p, kind);
+        } catch (...) {
+        }
+      });
+}
+
+void Device::release(std::uint64_t ptr) {
+  // release_kind copies no site: the free path stays allocation-free.
+  const gpuplug_alloc_kind_t kind = ledger_->release_kind(ptr);
+  vendor_free(ptr, kind);
+}
+
+void Device::memory_info(std::uint64_t& free_bytes, std::uint64_t& total_bytes) {
+  vendor_memory_info(free_bytes, total_bytes);
+  // Under device_memory_limit the instance sees the limit as its memory.
+  if (const auto& limit = ledger_->device_memory_limit()) {
+    const std::uint64_t live = ledger_->live_device_bytes();
+    total_bytes = std::min(total_bytes, *limit);
+    free_bytes = std::min(free_bytes, *limit > live ? *limit - live : 0);
+  }
+}
+
+SweepResult Device::sweep_unreleased() {
+  synchronize_or_warn("sweep_unreleased");  // nothing may still use what is about to be freed
+  return sweep_allocations();
+}
+
+void Device::set_last_error(std::string message) {
+  std::lock_guard lock(errors_->mutex);
+  errors_->by_thread[std::this_thread::get_id()] = std::move(message);
+}
+
+std::string Device::take_last_error() {
+  std::lock_guard lock(errors_->mutex);
+  auto it = errors_->by_thread.find(std::this_thread::get_id());
+  if (it == errors_->by_thread.end()) return {};
+  std::string message = std::move(it->second);
+  errors_->by_thread.erase(it);
+  return message;
+}
+
+void Device::check_range(const char* op, const char* role, std::uint64_t ptr, std::uint64_t bytes,
+                         bool write) {
+  const auto where = [&] {
+    return std::string(op) + ": " + role + " " + support::hex(ptr) + " + " + std::to_string(bytes) +
+           " bytes";
+  };
+  if (ptr == 0) fail(GPUPLUG_STATUS_INVALID_ARGUMENT, std::string(op) + ": " + role + " is null");
+  if (bytes > std::numeric_limits<std::uint64_t>::max() - ptr)
+    fail(GPUPLUG_STATUS_INVALID_ARGUMENT, where() + " wraps around");
+  // The common case first: a live allocation of this device (the ledger's interval index).
+  if (const auto e = ledger_->find(ptr)) {
+    const std::uint64_t offset = ptr - e->ptr;
+    if (bytes > e->bytes || offset > e->bytes - bytes)
+      fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+           where() + " overruns its allocation of " + std::to_string(e->bytes) + " bytes at " +
+               support::hex(e->ptr) + " (offset " + std::to_string(offset) + ")");
+    return;
+  }
+  Access access = modules_->global_access(ptr, bytes);
+  if (access == Access::none) access = vendor_owns_range(ptr, bytes);
+  if (access == Access::none)
+    fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+         std::string(op) + ": " + support::hex(ptr) + " + " + std::to_string(bytes) +
+             " bytes is not memory of this device (the " + role +
+             ": no live allocation, module global or memory the driver knows covers it; freed "
+             "already, or past the end?)");
+  if (write && access != Access::read_write)
+    fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+         std::string(op) + ": " + role + " " + support::hex(ptr) + " is read-only module memory");
+}
+
+}  // namespace gpuplug::sdk

@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: Apache-2.0
+// Option parsing: the create options every plugin understands, byte sizes and plain numbers.
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <charconv>
+#include <iterator>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "gpuplug/support/text.hpp"
+#include "plugin_sdk.hpp"
+
+namespace gpuplug::sdk {
+namespace {
+
+/// The binary shift of a byte-size suffix ("", "b", "k", "kb", "kib", ... in any case), or -1.
+int suffix_shift(std::string_view suffix) {
+  std::string s(suffix);
+  std::transform(s.begin(), s.end(), s.begin(), [](char c) {
+    return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+  });
+  if (s.empty() || s == "b") return 0;
+  constexpr std::string_view units = "kmgt";
+  const std::size_t unit = units.find(s[0]);
+  const std::string_view tail = std::string_view(s).substr(1);
+  if (unit == std::string_view::npos || !(tail.empty() || tail == "b" || tail == "ib")) return -1;
+  return 10 * static_cast<int>(unit + 1);
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> parse_unsigned(std::string_view text) noexcept {
+  std::uint64_t value = 0;
+  const char* end = text.data() + text.size();
+  // from_chars takes no sign, no space and no base prefix for an unsigned type.
+  const auto [stop, error] = std::from_chars(text.data(), end, value);
+  if (error != std::errc() || stop != end) return std::nullopt;
+  return value;
+}
+
+std::uint64_t parse_byte_size(std::string_view key, std::string_view text) {
+  const auto bad = [&](std::string_view why) {
+    fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+         "option " + std::string(key) + "='" + std::string(text) + "' " + std::string(why));
+  };
+  constexpr std::string_view expected =
+      "is not a byte size (decimal digits with an optional K, M, G or T suffix, e.g. 64M)";
+  std::uint64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [digits_end, error] = std::from_chars(text.data(), end, value);
+  if (error == std::errc::result_out_of_range) bad("does not fit in 64 bits");
+  if (error != std::errc()) bad(expected);
+  const int shift =
+      suffix_shift(std::string_view(digits_end, static_cast<std::size_t>(end - digits_end)));
+  if (shift < 0) bad(expected);
+  if (value > (~std::uint64_t{0} >> shift)) bad("does not fit in 64 bits");
+  return value << shift;
+}
+
+DeviceConfig parse_config(std::uint32_t ordinal, const gpuplug_option_t* options,
+                          std::uint32_t count, const gpuplug_host_services_t* services,
+                          std::span<const std::string_view> extra_keys) {
+  static constexpr std::string_view common_keys[] = {"device_memory_limit", "modules_dir"};
+  DeviceConfig config;
+  config.ordinal = ordinal;
+  config.services = services;
+  if (count != 0 && options == nullptr)
+    fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+         "options is null but option_count is " + std::to_string(count));
+  for (std::uint32_t i = 0; i < count; ++i) {
+    if (options[i].key == nullptr || options[i].value == nullptr)
+      fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+           "option " + std::to_string(i) + " has a null key or value");
+    const std::string key = options[i].key;
+    const std::string value = options[i].value;
+    const bool known =
+        std::find(std::begin(common_keys), std::end(common_keys), key) != std::end(common_keys) ||
+        std::find(extra_keys.begin(), extra_keys.end(), key) != extra_keys.end();
+    if (!known) {
+      std::vector<std::string_view> all(std::begin(common_keys), std::end(common_keys));
+      all.insert(all.end(), extra_keys.begin(), extra_keys.end());
+      std::sort(all.begin(), all.end());
+      fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+           "unknown option '" + key + "' (known options: " + support::join(all) + ")");
+    }
+    if (!config.options.emplace(key, value).second)
+      fail(GPUPLUG_STATUS_INVALID_ARGUMENT, "option " + key + " given more than once");
+    if (key == "device_memory_limit") {
+      config.device_memory_limit = parse_byte_size(key, value);
+    } else if (key == "modules_dir") {
+      if (value.empty()) fail(GPUPLUG_STATUS_INVALID_ARGUMENT, "option modules_dir is empty");
+      config.modules_dir = std::filesystem::path(value);
+    }
+  }
+  return config;
+}
+
+std::filesystem::path detail::default_modules_dir(const char* plugin_name) {
+  // The SDK is linked into the plugin, so this function's own address names the plugin's file.
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&default_modules_dir), &info) == 0 ||
+      info.dli_fname == nullptr || info.dli_fname[0] == '\0')
+    return {};
+  std::error_code ec;
+  std::filesystem::path so = std::filesystem::absolute(info.dli_fname, ec);
+  if (ec) so = info.dli_fname;
+  return (so.parent_path() / ".." / "kernels" / plugin_name).lexically_normal();
+}
+
+}  // namespace gpuplug::sdk

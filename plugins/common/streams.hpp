@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+// StreamSet: one device's live streams, checked and destroyed the same way for every vendor.
+#pragma once
+
+#include <cstdint>
+#include <shared_mutex>
+#include <unordered_set>
+#include <vector>
+
+namespace gpuplug::sdk {
+
+class Device;
+
+/// The streams a Device created and has not destroyed, by their opaque ABI value (never 0: 0 is
+/// the default stream). The SDK creates and destroys streams through it, calling the vendor
+/// hooks `vendor_stream_create` / `vendor_stream_destroy`, and checks every stream argument
+/// against it before a vendor hook sees it, except launch's (the hot path trusts its stream).
+///
+/// Destroy order: a stream leaves the set before the vendor destroys it, so two concurrent
+/// destroys of one handle cannot both reach the vendor; at shutdown the streams still live are
+/// destroyed last, after the device synchronized, its modules were unloaded and its ledger swept.
+///
+/// Thread-safety: every member may be called concurrently (a shared lock for checks, an
+/// exclusive one to add or remove). Errors are sdk::Failure(INVALID_ARGUMENT).
+class StreamSet {
+ public:
+  /// vendor_stream_create, then records the stream; if recording fails the stream is destroyed
+  /// again and the failure rethrown.
+  std::uint64_t create(Device& device);
+  /// Returns when `stream` is 0 or live; else Failure(INVALID_ARGUMENT) "<op>: unknown stream N
+  /// (not created by this backend, or destroyed)".
+  void check(const char* op, std::uint64_t stream) const;
+  /// Takes `stream` out of the set, then vendor_stream_destroy (which waits for its work).
+  /// Failure(INVALID_ARGUMENT) for the default stream or an unknown one.
+  void destroy(Device& device, std::uint64_t stream);
+  /// Destroys every live stream; failures are logged and the rest still destroyed. Never throws.
+  void destroy_all(Device& device) noexcept;
+  /// The live streams, in no particular order (for a vendor whose synchronize waits on each).
+  std::vector<std::uint64_t> list() const;
+
+ private:
+  mutable std::shared_mutex mutex_;
+  std::unordered_set<std::uint64_t> live_;  // guarded by mutex_
+};
+
+}  // namespace gpuplug::sdk

@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: Apache-2.0
+// Internal: the small formatting helpers every message in gpuplug uses (hex, join, byte counts,
+// errno text), written once.
+#pragma once
+
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace gpuplug::support {
+
+/// "0x1f": how addresses, handles and stream ids appear in every message.
+inline std::string hex(std::uint64_t value) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%" PRIx64, value);
+  return buf;
+}
+
+/// Items joined with `separator` ("a, b, c"); an empty range gives "".
+template <class Range>
+std::string join(const Range& items, std::string_view separator = ", ") {
+  std::string out;
+  bool first = true;
+  for (const auto& item : items) {
+    if (!first) out += separator;
+    first = false;
+    out += std::string_view(item);
+  }
+  return out;
+}
+
+/// "1536 bytes (1.5 KiB)"; below 1 KiB only the exact count ("1 byte", "12 bytes").
+inline std::string describe_bytes(std::uint64_t bytes) {
+  static constexpr const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  std::string out = std::to_string(bytes) + (bytes == 1 ? " byte" : " bytes");
+  if (bytes < 1024) return out;
+  double v = static_cast<double>(bytes);
+  int unit = -1;
+  while (v >= 1024.0 && unit < 5) {
+    v /= 1024.0;
+    ++unit;
+  }
+  char buf[48];
+  std::snprintf(buf, sizeof buf, " (%.1f %s)", v, units[unit]);
+  return out + buf;
+}
+
+/// strerror for messages, thread-safe (GNU strerror_r returns the text it chose).
+inline std::string errno_text(int err) {
+  char buf[128];
+  return ::strerror_r(err, buf, sizeof buf);
+}
+
+}  // namespace gpuplug::support
