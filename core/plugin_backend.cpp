@@ -189,13 +189,22 @@ void PluginBackend::synchronize() { check(table_.synchronize(instance_), "synchr
 
 // ---- modules ------------------------------------------------------------------------------------
 
+/// `name` as the C string the ABI takes. A name with a NUL byte would reach the plugin cut short
+/// (and could name another module), so it is refused here, naming the operation.
+std::string PluginBackend::c_name(std::string_view name, const char* op, const char* what) const {
+  if (name.find('\0') != std::string_view::npos)
+    throw Error(Status::invalid_argument, name_,
+                std::string(op) + ": the " + what + " name contains a NUL byte");
+  return std::string(name);
+}
+
 void PluginBackend::load_module(std::string_view name, std::span<const std::byte> image) {
-  const std::string n(name);
+  const std::string n = c_name(name, "load_module", "module");
   check(table_.load_module(instance_, n.c_str(), image.data(), image.size()), "load_module");
 }
 
 void PluginBackend::unload_module(std::string_view name) {
-  const std::string n(name);
+  const std::string n = c_name(name, "unload_module", "module");
   const gpuplug_status_t status = optional_.unload_module(*this, n.c_str());
   // After the plugin, so that a concurrent miss cannot memoize a handle of the old module
   // again; whatever the status, since a handle of a half-unloaded module is not to be trusted.
@@ -204,15 +213,15 @@ void PluginBackend::unload_module(std::string_view name) {
 }
 
 bool PluginBackend::has_module(std::string_view name) {
-  const std::string n(name);
+  const std::string n = c_name(name, "has_module", "module");
   std::int32_t out = 0;
   check(table_.has_module(instance_, n.c_str(), &out), "has_module");
   return out != 0;
 }
 
 KernelHandle PluginBackend::kernel(std::string_view module, std::string_view func) {
-  const std::string m(module);
-  const std::string f(func);
+  const std::string m = c_name(module, "kernel", "module");
+  const std::string f = c_name(func, "kernel", "function");
   std::uint64_t out = 0;
   check(table_.get_function(instance_, m.c_str(), f.c_str(), &out), "get_function");
   if (out == 0) {
@@ -224,8 +233,8 @@ KernelHandle PluginBackend::kernel(std::string_view module, std::string_view fun
 
 std::optional<DeviceSymbol> PluginBackend::device_symbol(std::string_view module,
                                                          std::string_view symbol) {
-  const std::string m(module);
-  const std::string s(symbol);
+  const std::string m = c_name(module, "device_symbol", "module");
+  const std::string s = c_name(symbol, "device_symbol", "symbol");
   std::uint64_t address = 0;
   std::uint64_t size = 0;
   const gpuplug_status_t st = table_.get_global(instance_, m.c_str(), s.c_str(), &address, &size);

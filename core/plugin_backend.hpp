@@ -72,6 +72,7 @@ class PluginBackend final : public GpuBackend {
  private:
   static void log_callback(void* user, gpuplug_log_level_t level, const char* message);
   std::string last_error() const;
+  std::string c_name(std::string_view name, const char* op, const char* what) const;
 
   // Order matters: the library is declared first so it is released last, after the instance.
   std::shared_ptr<const boost::dll::shared_library> library_;

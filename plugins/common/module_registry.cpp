@@ -6,15 +6,20 @@
 #include <mutex>
 #include <system_error>
 
-#include "gpuplug/support/files.hpp"
+#include "gpuplug/support/regular_file.hpp"
 #include "gpuplug/support/text.hpp"
 
 namespace gpuplug::sdk {
 namespace {
 
+/// The largest module file read: its size is checked (fstat) before a byte is read, so a huge
+/// or endless file (a FIFO, a device) never fills the process's memory or blocks it.
+constexpr std::uint64_t kMaxModuleFileBytes = std::uint64_t{256} << 20;
+
 std::vector<std::byte> read_image(const std::filesystem::path& file, std::string_view module) {
   std::string why;
-  std::optional<std::vector<std::byte>> bytes = support::read_file(file, why);
+  std::optional<std::vector<std::byte>> bytes =
+      support::read_regular_file(file, kMaxModuleFileBytes, why);
   if (!bytes)
     fail(GPUPLUG_STATUS_NOT_FOUND,
          "module " + std::string(module) + ": cannot read " + file.string() + ": " + why);

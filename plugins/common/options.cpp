@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <filesystem>
 #include <iterator>
 #include <string>
 #include <system_error>
@@ -91,6 +92,15 @@ DeviceConfig parse_config(std::uint32_t ordinal, const gpuplug_option_t* options
       config.device_memory_limit = parse_byte_size(key, value);
     } else if (key == "modules_dir") {
       if (value.empty()) fail(GPUPLUG_STATUS_INVALID_ARGUMENT, "option modules_dir is empty");
+      // Checked now, so that a typo fails create and names the option, not the first lookup.
+      std::error_code ec;
+      const auto status = std::filesystem::status(value, ec);
+      if (ec)
+        fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+             "option modules_dir='" + value + "': " + ec.message());
+      if (!std::filesystem::is_directory(status))
+        fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+             "option modules_dir='" + value + "': not a folder");
       config.modules_dir = std::filesystem::path(value);
     }
   }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "device.hpp"
+#include "gpuplug/support/elf_image.hpp"
 #include "gpuplug/support/text.hpp"
 #include "image.hpp"
 
@@ -78,6 +79,10 @@ sdk::VendorModule HostDevice::vendor_load_module(std::string_view name,
   m->name = std::string(name);
   // Bytes that are not ELF at all go to dlopen, which rejects them safely and says why.
   if (is_elf(image)) {
+    // The whole structure ld.so trusts is checked first: a corrupt module must be refused here,
+    // not crash the process inside dlopen (a module is still code that runs in the process).
+    if (const support::ElfVerdict v = support::validate_elf_shared_object(image); !v.ok())
+      invalid(name, "not a valid ELF shared object: " + v.defect);
     if (std::string why = image_problem(image); !why.empty())
       invalid(name, "not a valid ELF shared object: " + why);
     m->functions = exported_functions(image);

@@ -8,7 +8,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <elf.h>
 #include <gpuplug/gpuplug.hpp>
+#include <gpuplug/support/files.hpp>
 #include <numeric>
 #include <vector>
 
@@ -259,6 +261,50 @@ BOOST_AUTO_TEST_CASE(load_module_file_names_the_file) {
   fs::remove(junk);
   BOOST_TEST(bad.status() == Status::invalid_image);
   BOOST_TEST(std::string(bad.what()).starts_with("host:0: load_module: "), bad.what());
+}
+
+// A C string would end at the NUL and name another module ("axpy"): refused before the plugin.
+BOOST_AUTO_TEST_CASE(names_with_a_nul_byte_are_refused) {
+  using namespace std::string_view_literals;
+  const Error load = error_of([&] { gpu->load_module("ax\0py"sv, std::span<const std::byte>{}); });
+  BOOST_TEST(load.status() == Status::invalid_argument);
+  BOOST_TEST(contains(load.what(), "load_module: the module name contains a NUL byte"), load.what());
+  BOOST_TEST(error_of([&] { gpu->kernel("axpy\0x"sv, "axpy"); }).status() ==
+             Status::invalid_argument);
+  BOOST_TEST(error_of([&] { gpu->kernel("axpy", "axpy\0"sv); }).status() ==
+             Status::invalid_argument);
+  BOOST_TEST(error_of([&] { gpu->has_module("axpy\0"sv); }).status() == Status::invalid_argument);
+  BOOST_TEST(error_of([&] { gpu->unload_module("axpy\0"sv); }).status() ==
+             Status::invalid_argument);
+  BOOST_TEST(error_of([&] { gpu->device_symbol("gemm", "gemm_f32_n_tile\0"sv); }).status() ==
+             Status::invalid_argument);
+  BOOST_TEST(gpu->has_module("axpy"));  // the real module was never touched
+}
+
+// A module whose dynamic segment points outside its loaded segments made ld.so read wild memory
+// (SIGSEGV inside dlopen); the host plugin validates the ELF structure first.
+BOOST_AUTO_TEST_CASE(a_corrupt_module_is_refused_before_dlopen) {
+  std::string why;
+  auto bytes = gpuplug::support::read_file(host_module_file("axpy"), why);
+  BOOST_REQUIRE_MESSAGE(bytes, why);
+  std::vector<std::byte>& image = *bytes;
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, image.data(), sizeof eh);
+  bool moved = false;
+  for (unsigned i = 0; i < eh.e_phnum; ++i) {
+    const std::size_t at = eh.e_phoff + i * sizeof(Elf64_Phdr);
+    Elf64_Phdr ph;
+    std::memcpy(&ph, image.data() + at, sizeof ph);
+    if (ph.p_type != PT_DYNAMIC) continue;
+    ph.p_vaddr = 0x7fff0000;  // far past every PT_LOAD
+    std::memcpy(image.data() + at, &ph, sizeof ph);
+    moved = true;
+  }
+  BOOST_REQUIRE(moved);
+  const Error e = error_of([&] { gpu->load_module("corrupt_axpy", image); });
+  BOOST_TEST(e.status() == Status::invalid_image);
+  BOOST_TEST(contains(e.what(), "PT_DYNAMIC"), e.what());
+  BOOST_TEST(!gpu->has_module("corrupt_axpy"));
 }
 
 BOOST_AUTO_TEST_CASE(unknown_modules_and_functions_are_named) {

@@ -104,6 +104,20 @@ BOOST_AUTO_TEST_CASE(threads_option_and_a_struct_too_small) {
   d.expect(api().device_info(d.inst, &info), GPUPLUG_STATUS_INVALID_ARGUMENT, "device_info small");
 }
 
+// A modules_dir that is missing or a file fails create and names the option, instead of
+// failing at the first kernel lookup.
+BOOST_AUTO_TEST_CASE(modules_dir_is_checked_at_create) {
+  gpuplug_instance_t inst = nullptr;
+  std::string error;
+  BOOST_TEST(try_create({{"modules_dir", "/nonexistent/gpuplug"}}, &inst, &error) ==
+             GPUPLUG_STATUS_INVALID_ARGUMENT);
+  BOOST_TEST(inst == nullptr);
+  BOOST_TEST(error == "option modules_dir='/nonexistent/gpuplug': No such file or directory");
+  BOOST_TEST(try_create({{"modules_dir", "/etc/passwd"}}, &inst, &error) ==
+             GPUPLUG_STATUS_INVALID_ARGUMENT);
+  BOOST_TEST(error == "option modules_dir='/etc/passwd': not a folder");
+}
+
 BOOST_AUTO_TEST_CASE(unknown_and_malformed_options_are_rejected) {
   gpuplug_instance_t inst = nullptr;
   std::string error;
