@@ -160,7 +160,10 @@ DeviceInfo describe(const gpuplug_plugin_v1& t, std::uint32_t ordinal) {
   if (const gpuplug_status_t st = t.describe_device(ordinal, &raw); st == GPUPLUG_STATUS_SUCCESS) {
     info = to_device_info(raw);
   } else {
-    info.name = "(describe_device failed: " + to_string(static_cast<Status>(st)) + ")";
+    // The SDK writes the plugin's message into `name` on failure; it is kept, not dropped.
+    const std::string why = support::fixed_string(raw.name, sizeof raw.name);
+    info.name = "(describe_device failed: " + to_string(static_cast<Status>(st)) +
+                (why.empty() ? "" : ": " + why) + ")";
   }
   info.ordinal = ordinal;
   return info;
