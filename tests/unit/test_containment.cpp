@@ -24,15 +24,6 @@ using gpuplug::PluginReason;
 using gpuplug::PluginState;
 using gpuplug::test::ScopedEnv;
 
-namespace gpuplug {
-inline std::ostream& boost_test_print_type(std::ostream& os, const PluginState& s) {
-  return os << to_string(s);
-}
-inline std::ostream& boost_test_print_type(std::ostream& os, const PluginReason& r) {
-  return os << to_string(r);
-}
-}  // namespace gpuplug
-
 namespace {
 
 const fs::path hostile_dir = GPUPLUG_TEST_HOSTILE_PLUGIN_DIR;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// How Boost.Test prints gpuplug's value types in failed assertions (for the OpCache tests).
+// How Boost.Test prints gpuplug's value types in failed assertions (for the OpCache and loader tests).
 #pragma once
 
+#include <gpuplug/registry.hpp>
 #include <gpuplug/types.hpp>
 #include <ostream>
 
@@ -17,6 +18,12 @@ inline std::ostream& boost_test_print_type(std::ostream& os, const DevicePtr& p)
 }
 inline std::ostream& boost_test_print_type(std::ostream& os, const Status& s) {
   return os << to_string(s);
+}
+inline std::ostream& boost_test_print_type(std::ostream& os, const PluginState& s) {
+  return os << to_string(s);
+}
+inline std::ostream& boost_test_print_type(std::ostream& os, const PluginReason& r) {
+  return os << to_string(r);
 }
 
 }  // namespace gpuplug

@@ -22,15 +22,6 @@ using gpuplug::PluginReason;
 using gpuplug::PluginState;
 using namespace gpuplug::test;
 
-namespace gpuplug {
-inline std::ostream& boost_test_print_type(std::ostream& os, const PluginState& s) {
-  return os << to_string(s);
-}
-inline std::ostream& boost_test_print_type(std::ostream& os, const PluginReason& r) {
-  return os << to_string(r);
-}
-}  // namespace gpuplug
-
 BOOST_TEST_GLOBAL_FIXTURE(LoaderEnvironment);
 
 namespace {
