@@ -14,7 +14,9 @@
 #   5. examples/plugin_consumer builds with find_package(gpuplug) and runs axpy on "example!"
 #      found through GPUPLUG_PLUGIN_PATH;
 #   6. the template installed into the prefix is found with no environment at all, by
-#      `gpuplug list` and by the consumer; pkg-config's gpuplug.pc builds the consumer too.
+#      `gpuplug list` and by the consumer; pkg-config's gpuplug.pc builds the consumer too;
+#   7. tests/package (applications against the installed package: logging, version, exports)
+#      builds with find_package(gpuplug) and its CTest tests pass.
 # The template and consumer are built with the compiler of <build>.
 
 # gpuplug_check_kit <build-dir>
@@ -181,5 +183,14 @@ _gpuplug_kit_run() {
     fi
     echo "gpuplug kit: ok: pkg-config consumer runs"
   fi
+
+  # 7. applications against the installed package: their own CTest project
+  local pdir="$tmp/package-tests"
+  _gpuplug_kit_step "configure tests/package (find_package(gpuplug))" "$tmp/package-configure.log" \
+    cmake -S "$root/tests/package" -B "$pdir" "${cmake_args[@]}" || return 1
+  _gpuplug_kit_step "build tests/package" "$tmp/package-build.log" cmake --build "$pdir" || return 1
+  _gpuplug_kit_step "ctest tests/package" "$tmp/package-ctest.log" \
+    ctest --test-dir "$pdir" --output-on-failure || return 1
+  echo "gpuplug kit: ok: tests/package: $(grep -E 'tests passed' "$tmp/package-ctest.log")"
   echo "gpuplug kit: all steps passed"
 }
