@@ -29,9 +29,33 @@
 
 namespace gpuplug {
 
-OpCache::OpCache() : impl_(std::make_unique<Impl>()) {}
+OpCache::OpCache() : impl_(std::make_unique<Impl>()), kernels_(impl_->kernels.get()) {}
 
-OpCache::~OpCache() = default;
+OpCache::OpCache(GpuBackend& gpu, std::string_view name) : OpCache() {
+  OpCache& shared = gpu.op_cache();
+  // The memo's handles must all come from gpu: bind the backend's cache to it (throws, before
+  // anything is shared, if it serves another backend), then bind this one for life.
+  shared.bind(gpu);
+  backend_.store(&gpu, std::memory_order_relaxed);
+  Impl& s = *impl_;
+  if (!name.empty()) {
+    s.model_name.assign(name);
+    s.label_text.append(" (").append(name).append(")");
+    s.scratch_site.append(" (").append(name).append(")");
+  }
+  s.kernels = shared.impl_->kernels;
+  kernels_ = s.kernels.get();
+  // Last, and nothing after throws: the destructor (which runs if this body throws, the object
+  // being constructed by the delegated constructor) undoes the count only when `model` is set.
+  s.model = true;
+  kernels_->model_caches.fetch_add(1, std::memory_order_relaxed);
+}
+
+OpCache::~OpCache() {
+  // A model cache stops sharing the memo; its own scratch, if not released, is the ledger's to
+  // report (the backend may be gone: it is never touched here).
+  if (impl_->model) kernels_->model_caches.fetch_sub(1, std::memory_order_relaxed);
+}
 
 // ---- kernels
 
@@ -71,18 +95,19 @@ std::optional<std::uint32_t> read_u32_symbol(GpuBackend& gpu, std::string_view m
 KernelHandle OpCache::kernel(GpuBackend& gpu, std::string_view module, std::string_view func) {
   const std::uint64_t hash = kernel_hash(module, func);
   const auto match = [&](const KernelEntry& e) { return e.matches(module, func); };
-  const KernelEntry* e = impl_->kernels.find(hash, match);
+  const KernelEntry* e = kernels_->kernels.find(hash, match);
   // Hit: known key, and the bound backend asks (a miss binds or throws).
   if (e != nullptr && backend_.load(std::memory_order_relaxed) == &gpu) return e->handle;
-  return impl_->kernel_miss(*this, gpu, module, func, hash);
+  return kernels_->miss(*this, gpu, module, func, hash);
 }
 
-KernelHandle OpCache::Impl::kernel_miss(OpCache& cache, GpuBackend& gpu, std::string_view module,
-                                        std::string_view func, std::uint64_t hash) {
+KernelHandle OpCache::Kernels::miss(OpCache& cache, GpuBackend& gpu, std::string_view module,
+                                    std::string_view func, std::uint64_t hash) {
   // The mutex is held across the backend calls so that each key is resolved once, even when
-  // many threads miss it together; other keys' misses wait, which only happens at warm-up.
+  // many threads (or models) miss it together; other keys' misses wait, which only happens at
+  // warm-up.
   const auto match = [&](const KernelEntry& e) { return e.matches(module, func); };
-  cache.bind(gpu);
+  cache.bind(gpu);  // here, not in kernel(): the hit stays a small leaf without the lock code
   std::lock_guard lock(kernels_mutex);
   if (const KernelEntry* e = kernels.find(hash, match)) return e->handle;
   const KernelHandle handle = gpu.kernel(module, func);
@@ -97,8 +122,10 @@ KernelHandle OpCache::Impl::kernel_miss(OpCache& cache, GpuBackend& gpu, std::st
   entry->handle = handle;
   kernels.reserve_one();
   // Records first, the handle last: whoever sees the handle also finds its records.
-  if (n_tile) cache.record_n_tile(handle, *n_tile);
-  if (a_e4m3 && *a_e4m3 != 0) cache.record_a_e4m3(handle);
+  if (n_tile) {
+    record_for(handle).n_tile.store(RecordEntry::kHasNTile | *n_tile, std::memory_order_release);
+  }
+  if (a_e4m3 && *a_e4m3 != 0) record_for(handle).a_e4m3.store(true, std::memory_order_release);
   kernels.insert(entry.release());
   return handle;
 }
@@ -106,7 +133,7 @@ KernelHandle OpCache::Impl::kernel_miss(OpCache& cache, GpuBackend& gpu, std::st
 void OpCache::forget_module(std::string_view module) {
   // Kernels before records, as kernel_miss takes them. An entry is live while its stored hash
   // is its key's hash; forget() flips it to ~hash for good (insert_only_table.hpp, rule 7).
-  Impl& s = *impl_;
+  Kernels& s = *kernels_;  // shared with the model caches: one call forgets for every model
   std::lock_guard kernels_lock(s.kernels_mutex);
   std::lock_guard records_lock(s.records_mutex);
   s.kernels.for_each([&](const KernelEntry& e) {
@@ -135,21 +162,21 @@ void OpCache::bind(GpuBackend& gpu) {
 }
 
 void OpCache::record_n_tile(KernelHandle h, std::uint32_t n) {
-  impl_->record_for(h).n_tile.store(RecordEntry::kHasNTile | n, std::memory_order_release);
+  kernels_->record_for(h).n_tile.store(RecordEntry::kHasNTile | n, std::memory_order_release);
 }
 
 std::optional<std::uint32_t> OpCache::n_tile(KernelHandle h) const noexcept {
-  const RecordEntry* e = impl_->find_record(h);
+  const RecordEntry* e = kernels_->find_record(h);
   if (e == nullptr) return std::nullopt;
   return detail::unpack_optional_u32(e->n_tile.load(std::memory_order_acquire));
 }
 
 void OpCache::record_a_e4m3(KernelHandle h) {
-  impl_->record_for(h).a_e4m3.store(true, std::memory_order_release);
+  kernels_->record_for(h).a_e4m3.store(true, std::memory_order_release);
 }
 
 bool OpCache::a_e4m3(KernelHandle h) const noexcept {
-  const RecordEntry* e = impl_->find_record(h);
+  const RecordEntry* e = kernels_->find_record(h);
   return e != nullptr && e->a_e4m3.load(std::memory_order_acquire);
 }
 
@@ -189,7 +216,7 @@ DevicePtr OpCache::Impl::scratch_miss(GpuBackend& gpu, std::string_view tag, std
   } else {
     s.retired_scratch.reserve(s.retired_scratch.size() + 1);
   }
-  const DevicePtr ptr = gpu.alloc(bytes, kScratchSite);
+  const DevicePtr ptr = gpu.alloc(bytes, s.scratch_site.c_str());
 
   // Commit; nothing below throws.
   if (fresh) {
@@ -214,13 +241,14 @@ void OpCache::note_alloc_fallback() noexcept {
   impl_->fell_back.store(true, std::memory_order_release);
 }
 
-DevicePtr OpCache::alloc_with_fallback(GpuBackend& gpu, std::size_t bytes) {
+DevicePtr OpCache::alloc_with_fallback(GpuBackend& gpu, std::size_t bytes, const char* site) {
   bind(gpu);
-  if (alloc_fell_back()) return gpu.alloc_managed(bytes, kFallbackSite);
+  if (site == nullptr) site = kFallbackSite;
+  if (alloc_fell_back()) return gpu.alloc_managed(bytes, site);
   std::string reason;
   std::exception_ptr out_of_memory;
   try {
-    return gpu.alloc(bytes, kFallbackSite);
+    return gpu.alloc(bytes, site);
   } catch (const Error& e) {
     if (e.status() != Status::out_of_memory) throw;
     reason = e.message();
@@ -230,17 +258,23 @@ DevicePtr OpCache::alloc_with_fallback(GpuBackend& gpu, std::size_t bytes) {
   // out_of_memory that happened, and the next call tries device memory again.
   DevicePtr managed;
   try {
-    managed = gpu.alloc_managed(bytes, kFallbackSite);
+    managed = gpu.alloc_managed(bytes, site);
   } catch (const Error& e) {
     if (e.status() == Status::unsupported) std::rethrow_exception(out_of_memory);
     throw;
   }
   note_alloc_fallback();
-  // Once per backend, however many threads fall back together (an RMW, but on the miss path).
+  // Once per cache, however many threads fall back together (an RMW, but on the miss path).
+  // The latch is this cache's: on a shared backend, each model's cache latches (and warns) on
+  // its own first out-of-memory.
   if (!impl_->fallback_warned.exchange(true, std::memory_order_relaxed)) {
+    const std::string who =
+        !impl_->model ? std::string("this backend")
+                      : (impl_->model_name.empty() ? std::string("a model cache")
+                                                   : impl_->model_name) + " on this backend";
     log(LogLevel::warning, gpu.name(),
         "device memory exhausted allocating " + std::to_string(bytes) + " bytes (" + reason +
-            "); this backend now allocates model memory as managed memory");
+            "); " + who + " now allocates model memory as managed memory");
   }
   return managed;
 }
@@ -287,11 +321,17 @@ bool OpCache::first_shape(std::string_view name, std::uint64_t m, std::uint64_t 
 
 // ---- counts, label, release
 
-std::size_t OpCache::kernel_count() const noexcept { return impl_->kernels.size(); }
+std::size_t OpCache::kernel_count() const noexcept { return kernels_->kernels.size(); }
 
 std::size_t OpCache::scratch_count() const noexcept { return impl_->scratch.size(); }
 
-std::string_view OpCache::label() const { return "op scratch"; }
+bool OpCache::is_model_cache() const noexcept { return impl_->model; }
+
+std::size_t OpCache::model_cache_count() const noexcept {
+  return impl_->model ? 0 : kernels_->model_caches.load(std::memory_order_relaxed);
+}
+
+std::string_view OpCache::label() const { return impl_->label_text; }
 
 void OpCache::release(GpuBackend& gpu) {
   // Exclusive use (documented contract): no reader can be inside a table, so entries, records
@@ -299,6 +339,21 @@ void OpCache::release(GpuBackend& gpu) {
   const GpuBackend* bound = backend_.load(std::memory_order_relaxed);
   if (bound != nullptr && bound != &gpu) bind(gpu);  // throws: scratch is freed by its backend
   Impl& s = *impl_;
+  if (!s.model) {
+    // The memo this release would clear is read by the backend's model caches: with any alive,
+    // this is a model releasing the backend's own cache on a shared backend. Refuse, loudly,
+    // and change nothing (freeing its scratch and handles would pull them from under the
+    // other models, the crash of issue 20).
+    const std::size_t sharing = s.kernels->model_caches.load(std::memory_order_relaxed);
+    if (sharing != 0) {
+      throw Error(Status::invalid_argument, std::string(gpu.name()),
+                  "OpCache: release of the backend's own cache refused: " +
+                      std::to_string(sharing) + " model cache" + (sharing == 1 ? "" : "s") +
+                      " (OpCache(gpu, name)) still share its kernels. On a shared backend each "
+                      "model releases its own OpCache, never gpu.op_cache(); the backend "
+                      "releases its own cache when it is destroyed, after the models' caches");
+    }
+  }
   support::FailureList failures;
   std::size_t buffers = 0;
   Status status = Status::success;
@@ -327,9 +382,14 @@ void OpCache::release(GpuBackend& gpu) {
   // buffer whose free failed is the ledger's to report.
   s.drop_retired_scratch();
   s.scratch.clear();
-  s.kernels.clear();  // handles may point into modules about to be unloaded
-  s.records.clear();
-  backend_.store(nullptr, std::memory_order_relaxed);  // empty of backend state: may serve another
+  if (!s.model) {
+    // The memo is this cache's own and no model cache shares it (checked above).
+    kernels_->kernels.clear();  // handles may point into modules about to be unloaded
+    kernels_->records.clear();
+    backend_.store(nullptr, std::memory_order_relaxed);  // empty of backend state: may serve any
+  }
+  // A model cache keeps the backend's memo (forget_module keeps it honest across unloads) and
+  // its binding, which is for life.
   s.gates.drop_retired();  // gates and counters are kept; only their outgrown arrays go
   s.counters.drop_retired();
 

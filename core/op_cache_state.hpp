@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -147,27 +148,20 @@ inline std::uint64_t gate_hash(std::string_view name, std::uint64_t m, std::uint
 using namespace op_cache_detail;  // NOLINT(google-build-using-namespace): one internal header
 
 
-struct OpCache::Impl {
-  // Read by hits: the tables (one cache line each) and the latch. Written only on misses.
+// The kernel memo: handles and what their modules publish about them. A standalone cache (the
+// backend's own) owns one; the model caches made for that backend share it (shared_ptr: a model
+// cache that outlives its backend, against the rules, still frees only memory that is alive).
+struct OpCache::Kernels {
+  // Read by hits. Written only on misses.
   InsertOnlyTable<KernelEntry> kernels;
-  InsertOnlyTable<RecordEntry> records;    // keyed by KernelHandle
-  InsertOnlyTable<ScratchEntry> scratch;   // keyed by tag
-  InsertOnlyTable<GateEntry> gates;        // once / first_shape
-  InsertOnlyTable<CounterEntry> counters;  // first_n
-  std::atomic<bool> fell_back{false};
+  InsertOnlyTable<RecordEntry> records;  // keyed by KernelHandle
 
-  // Touched by misses only, on cache lines apart from what hits read. One mutex per table:
-  // misses on different tables do not wait on each other.
   alignas(64) std::mutex kernels_mutex;  // held across the backend's resolution: one per key
   std::mutex records_mutex;
-  std::mutex scratch_mutex;
-  std::mutex gates_mutex;
-  std::mutex counters_mutex;
-  std::atomic<bool> fallback_warned{false};
-  std::mutex bind_mutex;  // bind's slow path: binding happens once, on a miss
-  std::vector<RetiredScratch> retired_scratch;  // under scratch_mutex
-
-  void drop_retired_scratch() noexcept { retired_scratch.clear(); }
+  // Live model caches sharing this memo. Changed only by their construction and destruction
+  // (never on a hit); read by the owner's release, which refuses to clear the memo while any
+  // exist.
+  std::atomic<std::size_t> model_caches{0};
 
   const RecordEntry* find_record(KernelHandle h) const noexcept {
     return records.find(detail::hash_u64(h.value),
@@ -186,6 +180,39 @@ struct OpCache::Impl {
     records.insert(fresh.release());
     return ref;
   }
+
+  // The kernels' miss path, for the cache `cache` that reads this memo (it binds that cache),
+  // out of line and cold so that the hit stays small.
+  [[gnu::noinline, gnu::cold]] KernelHandle miss(OpCache& cache, GpuBackend& gpu,
+                                                 std::string_view module, std::string_view func,
+                                                 std::uint64_t hash);
+};
+
+struct OpCache::Impl {
+  // Read by hits: the tables (one cache line each) and the latch. Written only on misses.
+  InsertOnlyTable<ScratchEntry> scratch;   // keyed by tag
+  InsertOnlyTable<GateEntry> gates;        // once / first_shape
+  InsertOnlyTable<CounterEntry> counters;  // first_n
+  std::atomic<bool> fell_back{false};
+
+  // Touched by misses only, on cache lines apart from what hits read. One mutex per table:
+  // misses on different tables do not wait on each other.
+  alignas(64) std::mutex scratch_mutex;
+  std::mutex gates_mutex;
+  std::mutex counters_mutex;
+  std::atomic<bool> fallback_warned{false};
+  std::mutex bind_mutex;  // bind's slow path: binding happens once, on a miss
+  std::vector<RetiredScratch> retired_scratch;  // under scratch_mutex
+
+  // The kernel memo: this cache's own, or (model cache) its backend cache's. Never null.
+  std::shared_ptr<Kernels> kernels = std::make_shared<Kernels>();
+  // Set at construction, then constant.
+  bool model = false;                        // made by OpCache(gpu, name)
+  std::string model_name;                    // "model A"; empty when unnamed
+  std::string label_text = "op scratch";     // "op scratch (model A)"
+  std::string scratch_site = kScratchSite;   // "OpCache::scratch (model A)": copied by the ledger
+
+  void drop_retired_scratch() noexcept { retired_scratch.clear(); }
 
   // Shared by first_shape and once; inline so that once's constant zeros fold into the hash.
   bool first_shape(std::string_view name, std::uint64_t m, std::uint64_t n, std::uint64_t k) {
@@ -218,9 +245,6 @@ struct OpCache::Impl {
 
   // The other misses, out of line and cold, so that the hit paths stay small
   // (docs/PERFORMANCE.md, "Notes from the code").
-  [[gnu::noinline, gnu::cold]] KernelHandle kernel_miss(OpCache& cache, GpuBackend& gpu,
-                                                        std::string_view module,
-                                                        std::string_view func, std::uint64_t hash);
   [[gnu::noinline, gnu::cold]] DevicePtr scratch_miss(GpuBackend& gpu, std::string_view tag,
                                                       std::size_t bytes);
   [[gnu::noinline, gnu::cold]] bool first_n_miss(std::string_view key, std::uint64_t n,

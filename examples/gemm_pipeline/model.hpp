@@ -62,9 +62,9 @@ enum class Placement {
   latched,    // the latch was already set: straight to managed memory
 };
 
-/// The model's weights on one backend: allocated with OpCache::alloc_with_fallback, so they spill
-/// into managed memory once device memory runs out. Freed only by release (via Teardown), never
-/// by a destructor: a resource must go back while its backend is alive.
+/// The model's weights on one backend: allocated with the model's OpCache::alloc_with_fallback,
+/// so they spill into managed memory once device memory runs out. Freed only by release (via
+/// Teardown), never by a destructor: a resource must go back while its backend is alive.
 class Weights final : public gpuplug::ModelResource<gpuplug::GpuBackend> {
  public:
   struct Buffer {
@@ -76,8 +76,7 @@ class Weights final : public gpuplug::ModelResource<gpuplug::GpuBackend> {
 
   /// Allocates and uploads w1, b1, w2, b2 in that order. On failure what was allocated stays
   /// recorded here, so release() frees it.
-  void load(gpuplug::GpuBackend& gpu, const HostModel& host) {
-    gpuplug::OpCache& op = gpu.op_cache();
+  void load(gpuplug::GpuBackend& gpu, gpuplug::OpCache& op, const HostModel& host) {
     const std::array<const std::vector<float>*, 4> sources{&host.w1, &host.b1, &host.w2, &host.b2};
     const std::array<const char*, 4> names{"w1", "b1", "w2", "b2"};
     for (std::size_t i = 0; i < buffers_.size(); ++i) {
@@ -85,7 +84,7 @@ class Weights final : public gpuplug::ModelResource<gpuplug::GpuBackend> {
       b.name = names[i];
       b.bytes = sources[i]->size() * sizeof(float);
       const bool was_latched = op.alloc_fell_back();
-      b.ptr = op.alloc_with_fallback(gpu, b.bytes);
+      b.ptr = op.alloc_with_fallback(gpu, b.bytes, "weights");  // the ledger's call site
       b.placement = was_latched            ? Placement::latched
                     : op.alloc_fell_back() ? Placement::fell_back
                                            : Placement::device;

@@ -60,8 +60,7 @@ std::string format_double(const char* fmt, double v) {
 
 /// Decided once per backend, before the first step (a failed resolution memoizes nothing, so
 /// retrying it every step would ask the backend every step).
-Route choose_layer2_route(GpuBackend& gpu) {
-  OpCache& op = gpu.op_cache();
+Route choose_layer2_route(GpuBackend& gpu, OpCache& op) {
   try {
     const KernelHandle h = op.kernel(gpu, "gemm", "gemm_a_e4m3");
     if (op.a_e4m3(h)) return {"gemm_a_e4m3", true};
@@ -88,7 +87,7 @@ Dim3 gemm_grid(const OpCache& op, KernelHandle h, std::uint32_t M, std::uint32_t
 
 Pipeline::Pipeline(GpuBackend& gpu, const Shape& shape)
     : gpu_(gpu),
-      op_(gpu.op_cache()),
+      op_(gpu, "mlp"),
       m_(shape.m),
       n_(shape.n),
       k_(shape.k),
@@ -129,7 +128,7 @@ int Pipeline::run(const std::string& selector_note) {
 
 void Pipeline::setup() {
   // Layer 2's route first: resolving it loads the gemm module.
-  route2_ = choose_layer2_route(gpu_);
+  route2_ = choose_layer2_route(gpu_, op_);
   l1_ = {"gemm_f32", tolerance(f32_tolerance, k_)};
   l2_ = {route2_.func, tolerance(route2_.e4m3 ? e4m3_tolerance : f32_tolerance, n_)};
   route1_key_ = "route:gemm_f32";
@@ -143,7 +142,7 @@ void Pipeline::setup() {
   op_.scratch(gpu_, "y", y_.size() * sizeof(float));
   const std::uint64_t scratch_bytes = (x_.size() + h_.size() + y_.size()) * sizeof(float);
 
-  weights_.load(gpu_, host_);
+  weights_.load(gpu_, op_, host_);
   std::uint64_t weight_bytes = 0;
   for (const auto& b : weights_.buffers()) weight_bytes += b.bytes;
   std::printf("memory: activations %s in op scratch (device); weights %s\n",

@@ -5,7 +5,7 @@
 //   H = relu(X * W1 + b1)   X: m x k, W1: k x n   route gemm_f32
 //   Y = relu(H * W2 + b2)   W2: n x n             route gemm_a_e4m3 where advertised, else gemm_f32
 //
-// Every kernel is resolved through the backend's OpCache each step (hits after the first), the
+// Every kernel is resolved through the model's OpCache each step (hits after the first), the
 // GEMM grid comes from the kernel's published n_tile, activations live in OpCache scratch and the
 // weights come from alloc_with_fallback. Each step is checked against a CPU reference; the run
 // ends with Teardown::release_all and an empty ledger. docs/gemm-pipeline.md explains it all.
@@ -77,7 +77,10 @@ class Pipeline {
                 const gpuplug::LedgerStats& at_exit);
 
   gpuplug::GpuBackend& gpu_;
-  gpuplug::OpCache& op_;
+  // The model's own cache on the backend (docs/opcache.md, "Models on a shared backend"): its
+  // scratch, latch and gates are this pipeline's, its kernels the backend's. Releasing it frees
+  // this model's scratch only, so the pipeline stays correct if the backend serves other models.
+  gpuplug::OpCache op_;
   const std::uint32_t m_, n_, k_, steps_;
   const HostModel host_;
   Weights weights_;

@@ -20,7 +20,8 @@ namespace gpuplug {
 ///
 /// Thread-safety: every member may be called concurrently from many threads, except that
 /// nothing may run concurrently with destruction, and `op_cache().release()` needs exclusive
-/// use of the cache (see OpCache).
+/// use of the cache (see OpCache). Model caches made for this backend must be released and
+/// destroyed before it is.
 /// Errors: every failing member throws gpuplug::Error naming this backend, the operation
 /// and the plugin's message; nothing throws on success, and `launch` allocates nothing.
 class GpuBackend {
@@ -38,7 +39,10 @@ class GpuBackend {
   virtual std::string_view plugin_name() const noexcept = 0;
   virtual std::uint32_t ordinal() const noexcept = 0;
 
-  /// This backend's own memo of kernels, scratch, latches and gates; never shared.
+  /// This backend's own memo of kernels, scratch, latches and gates; never shared with another
+  /// backend. Its kernel memo is shared with the model caches made for this backend,
+  /// OpCache(*this, name): on a backend that serves several models each model holds its own
+  /// cache, and releasing this one is refused while model caches exist (docs/opcache.md).
   OpCache& op_cache() noexcept { return op_cache_; }
 
   // ---- memory: every allocation is recorded on the plugin's ledger with `site`.

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <source_location>
 #include <string_view>
 
 namespace gpuplug {
@@ -21,16 +22,37 @@ class GpuBackend;
 /// Hot path: a hit takes no lock, does no atomic read-modify-write, allocates nothing and never
 /// throws; only a miss may lock. Keys are copied on insert. Design: docs/opcache.md.
 ///
+/// Two kinds of cache (docs/opcache.md, "Models on a shared backend"):
+/// - the backend's own, `gpu.op_cache()`, and standalone caches (`OpCache()`): they own their
+///   kernel memo. One model per backend may hold the backend's own cache in its Teardown.
+/// - a model cache, `OpCache(gpu, "model A")`: one per model on a shared backend, with its own
+///   scratch, allocation latch, once-sets and first-N gates, so releasing it frees that model's
+///   scratch only. Its kernel memo (handles and their n_tile / a_e4m3 records) is the backend's
+///   own cache's, shared: handles belong to the backend, so every model may use them, each
+///   kernel is resolved once per backend, and `gpu.unload_module` forgets a module's handles
+///   for every model at once. While model caches exist, releasing `gpu.op_cache()` is refused
+///   (Error(invalid_argument), nothing changed): it would free the memo they read.
+///
 /// Binding: a cache serves one backend at a time, since handles and scratch are only meaningful
-/// to the backend that made them. The first call that passes a backend (`kernel`, `scratch`,
-/// `alloc_with_fallback`) binds the cache to it; a later call with another backend throws
-/// Error(invalid_argument) and changes nothing (a hit checks this with one pointer compare).
-/// `release(gpu)` unbinds it. A backend's own cache (`gpu.op_cache()`) is therefore bound to
-/// the backend first passed to it, normally that backend; a test decorator that passes itself
-/// binds it to the decorator. Only the address is kept, never dereferenced.
+/// to the backend that made them. A model cache is bound to its backend for life. Any other
+/// cache is bound by the first call that passes a backend (`kernel`, `scratch`,
+/// `alloc_with_fallback`); a later call with another backend throws Error(invalid_argument)
+/// and changes nothing (a hit checks this with one pointer compare). `release(gpu)` unbinds it.
+/// A backend's own cache is therefore bound to the backend first passed to it, normally that
+/// backend; a test decorator that passes itself binds it to the decorator. Only the address is
+/// kept, never dereferenced.
 class OpCache final : public ModelResource<GpuBackend> {
  public:
+  /// A standalone cache (the backend's own is one), owning its kernel memo; bound on first use.
   OpCache();
+  /// A model cache for `gpu` (see above): its own scratch, latch and gates, the kernel memo of
+  /// `gpu.op_cache()` (which it binds to gpu: Error(invalid_argument) if that cache serves
+  /// another backend). `name` (e.g. "model A") tells models apart where the cache speaks: the
+  /// ledger's call site of its scratch ("OpCache::scratch (model A)"), its label ("op scratch
+  /// (model A)") and its warnings. It uses the backend's cache as a call would, so not while
+  /// that cache is being released. Release it (Teardown) before the backend goes; destroying it
+  /// frees no device memory (the ledger reports what was left).
+  explicit OpCache(GpuBackend& gpu, std::string_view name = {});
   ~OpCache() override;
   OpCache(const OpCache&) = delete;
   OpCache& operator=(const OpCache&) = delete;
@@ -69,12 +91,16 @@ class OpCache final : public ModelResource<GpuBackend> {
   bool alloc_fell_back() const noexcept;
   void note_alloc_fallback() noexcept;
   /// Device memory; on out-of-memory tries managed memory, and only when that succeeded latches
-  /// (warning once) and returns it; once latched goes straight to managed. When the device has
-  /// no managed memory (alloc_managed: unsupported) it throws the original out_of_memory and
-  /// stays unlatched, so later calls try device memory again; any other managed failure
-  /// propagates, unlatched. Error(invalid_argument) when bound to another backend. The caller
-  /// owns the result (gpu.free).
-  DevicePtr alloc_with_fallback(GpuBackend& gpu, std::size_t bytes);
+  /// (warning once per cache) and returns it; once latched goes straight to managed. When the
+  /// device has no managed memory (alloc_managed: unsupported) it throws the original
+  /// out_of_memory and stays unlatched, so later calls try device memory again; any other
+  /// managed failure propagates, unlatched. Error(invalid_argument) when bound to another backend. The caller
+  /// owns the result (gpu.free). `site` is the call site the backend's ledger records, as for
+  /// GpuBackend::alloc (default: the calling function), e.g. "weights (model A)" so that the
+  /// ledger's report tells models apart. The latch is this cache's: see docs/opcache.md for
+  /// what it means on a backend shared by several models.
+  DevicePtr alloc_with_fallback(GpuBackend& gpu, std::size_t bytes,
+                                const char* site = std::source_location::current().function_name());
 
   /// True for exactly the first n calls with key, never again (the count saturates at n).
   /// The count is per key, shared by every n: a call is true iff fewer than its own n calls
@@ -86,15 +112,24 @@ class OpCache final : public ModelResource<GpuBackend> {
   /// True the first time the tuple (name, m, n, k) is seen.
   bool first_shape(std::string_view name, std::uint64_t m, std::uint64_t n, std::uint64_t k);
 
-  /// Number of memoized kernels and of scratch tags (for operator<< and tests).
+  /// Number of memoized kernels (for a model cache: of the backend's shared memo) and of this
+  /// cache's scratch tags (for operator<< and tests).
   std::size_t kernel_count() const noexcept;
   std::size_t scratch_count() const noexcept;
 
-  /// "op scratch".
+  /// True for a model cache (made by OpCache(gpu, name)).
+  bool is_model_cache() const noexcept;
+  /// How many model caches share this cache's kernel memo now (0 for a model cache itself).
+  std::size_t model_cache_count() const noexcept;
+
+  /// "op scratch", or "op scratch (NAME)" for a named model cache.
   std::string_view label() const override;
-  /// Frees every scratch buffer (live and retired) through `gpu`, empties the scratch map,
-  /// forgets kernel handles and their records, and unbinds the cache. Gates and the latch are
-  /// kept. Idempotent. Error(invalid_argument), changing nothing, when bound to another backend.
+  /// Frees every scratch buffer (live and retired) through `gpu` and empties the scratch map.
+  /// A backend's own or standalone cache also forgets its kernel handles and their records and
+  /// unbinds; a model cache keeps both (the memo is the backend's, the binding for life). Gates
+  /// and the latch are kept. Idempotent. Error(invalid_argument), changing nothing, when bound
+  /// to another backend, or when model caches still share this cache's kernel memo (releasing
+  /// it would pull the memo from under them: release the models' own caches instead).
   /// Needs exclusive use: nothing else may call this cache while it runs. If a free fails it
   /// still frees the rest, forgets them all, then throws one Error naming the failures.
   void release(GpuBackend& gpu) override;
@@ -103,10 +138,15 @@ class OpCache final : public ModelResource<GpuBackend> {
 
  private:
   struct Impl;
+  struct Kernels;  // the kernel memo: owned by a standalone cache, shared by model caches
   /// Throws Error(invalid_argument) unless the cache is unbound (then binds it) or bound to gpu.
   void bind(GpuBackend& gpu);
 
   std::unique_ptr<Impl> impl_;  // never null; Impl keeps the header free of the table types
+  // The kernel memo this cache reads: its own (in impl_) or, for a model cache, the backend
+  // cache's (kept alive by impl_). A raw pointer beside impl_, so a kernel hit loads it exactly
+  // as it loaded impl_ before: a model cache's hit costs what a backend cache's does.
+  Kernels* kernels_;
   // The bound backend, or null. Beside impl_, which every hit loads anyway: checking it costs a
   // load from the same cache line and a compare. Written by bind (under a mutex, before any
   // entry it guards is published) and release (exclusive); read relaxed by hits.
