@@ -78,6 +78,41 @@ std::optional<Error> error_of(F&& call) {
 
 std::filesystem::path test_kernel_dir() { return GPUPLUG_TEST_HOST_KERNEL_DIR; }
 
+// Captures what is written to file descriptor 2 (Boost.Log's stderr sink) while alive.
+class StderrCapture {
+ public:
+  StderrCapture() : file_(std::tmpfile()) {
+    std::fflush(stderr);
+    saved_ = ::dup(2);
+    ::dup2(::fileno(file_), 2);
+  }
+  ~StderrCapture() {
+    restore();
+    std::fclose(file_);
+  }
+  StderrCapture(const StderrCapture&) = delete;
+  StderrCapture& operator=(const StderrCapture&) = delete;
+  std::string text() {
+    restore();
+    std::string out;
+    std::rewind(file_);
+    char buf[4096];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, file_)) > 0;) out.append(buf, n);
+    return out;
+  }
+
+ private:
+  void restore() {
+    if (saved_ < 0) return;
+    std::fflush(stderr);
+    ::dup2(saved_, 2);
+    ::close(saved_);
+    saved_ = -1;
+  }
+  std::FILE* file_;
+  int saved_ = -1;
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(op_cache_models)
@@ -265,6 +300,28 @@ BOOST_AUTO_TEST_CASE(each_model_cache_has_its_own_latch_and_gates) {
   gpu.free(big);
   gpu.free(fits);
   b.release(gpu);
+}
+
+// Against the rules, a model cache outlives its backend: the backend's destructor cannot release
+// its own cache (the model cache still shares its memo) and says so; destroying the model cache
+// afterwards is memory-safe (it keeps the memo alive and never touches the backend).
+BOOST_AUTO_TEST_CASE(a_model_cache_that_outlives_its_backend_is_reported_and_memory_safe) {
+  Host host;
+  std::shared_ptr<GpuBackend> gpu = host.another();
+  auto model = std::make_unique<OpCache>(*gpu, "model A");
+  model->kernel(*gpu, "axpy", "axpy");
+  model->scratch(*gpu, "x", 64);
+  model->release(*gpu);
+  std::string log;
+  {
+    StderrCapture capture;
+    gpu.reset();  // the last owner: the backend goes, the model cache stays
+    log = capture.text();
+  }
+  BOOST_TEST_INFO("log: " << log);
+  BOOST_TEST(contains(log, "release of the backend's own cache refused: 1 model cache"));
+  BOOST_TEST(model->kernel_count() == 1u);  // the memo it shares is still alive
+  model.reset();
 }
 
 BOOST_AUTO_TEST_CASE(a_model_cache_is_bound_to_its_backend_for_life) {
