@@ -59,9 +59,10 @@ class DeviceState final : public gpuplug::ModelResource<GpuBackend> {
   bool has_stream = false;
 
   std::string_view label() const override { return label_; }
+  /// Each handle is forgotten before it is given back, so a retry after a failure (Teardown
+  /// retries) never frees anything twice.
   void release(GpuBackend& gpu) override {
-    if (has_stream) gpu.destroy_stream(std::exchange(stream, {}));
-    has_stream = false;
+    if (std::exchange(has_stream, false)) gpu.destroy_stream(std::exchange(stream, {}));
     if (w) gpu.free(std::exchange(w, {}));
     if (b) gpu.free(std::exchange(b, {}));
   }
