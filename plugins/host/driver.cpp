@@ -125,7 +125,7 @@ std::string bounded_text(std::string_view text, std::size_t max) {
 /// cancelled), and the launcher waits for it to reach zero before the Grid goes away.
 struct Executor::Grid {
   gpuplug_host_kernel_fn kernel;
-  std::string_view name;  // "module::function", escaped
+  const std::string* name;  // "module::function", escaped
   void** params;
   gpuplug_dim3_t grid;
   gpuplug_dim3_t block;
@@ -135,8 +135,9 @@ struct Executor::Grid {
   std::mutex mutex;
   std::condition_variable done;
   std::size_t outstanding = 0;  // guarded by mutex
-  std::string failure;          // guarded by mutex: the first throwing block's message
-  std::uint64_t more_failures = 0;  // guarded by mutex: blocks that threw after it
+  // Where a throwing block records its failure (the launch's stream), under fault->mutex. A
+  // pointer rather than a message member: the launch path stays free of string work.
+  Fault* fault;
 };
 
 namespace {
@@ -197,7 +198,8 @@ std::string kernel_exception_message(std::string_view name, gpuplug_dim3_t at) n
 
 }  // namespace
 
-void Executor::run_blocks(Grid& g, void* shared) noexcept {
+// Inlined into both callers: out of line it costs a call on every launch.
+[[gnu::always_inline]] inline void Executor::run_blocks(Grid& g, void* shared) noexcept {
   gpuplug_host_block_t b{g.grid, g.block, {0, 0, 0}, g.shared_bytes, shared};
   const std::uint64_t gx = g.grid.x, gxy = static_cast<std::uint64_t>(g.grid.x) * g.grid.y;
   for (;;) {
@@ -209,14 +211,11 @@ void Executor::run_blocks(Grid& g, void* shared) noexcept {
     try {
       g.kernel(&b, g.params);
     } catch (...) {
-      std::string message = kernel_exception_message(g.name, b.block_idx);
+      std::string message = kernel_exception_message(*g.name, b.block_idx);
       if (message.empty()) message = "kernel threw an exception (no memory to describe it)";
       g.next.store(g.total, std::memory_order_relaxed);  // no new blocks; `total` fits in 64 bits
-      std::lock_guard lock(g.mutex);
-      if (g.failure.empty())
-        g.failure = std::move(message);
-      else
-        ++g.more_failures;
+      std::lock_guard lock(g.fault->mutex);
+      record(*g.fault, std::move(message));
       return;
     }
   }
@@ -235,12 +234,13 @@ void Executor::help_grid(void* arg) noexcept {
   if (--g.outstanding == 0) g.done.notify_all();
 }
 
-std::string Executor::run_grid(gpuplug_host_kernel_fn kernel, std::string_view name,
-                               gpuplug_dim3_t grid, gpuplug_dim3_t block,
-                               std::uint32_t shared_bytes, void** params) {
+void Executor::run_grid(gpuplug_host_kernel_fn kernel, const std::string& name,
+                        gpuplug_dim3_t grid, gpuplug_dim3_t block, std::uint32_t shared_bytes,
+                        void** params, Fault& fault) {
   const std::uint64_t total = static_cast<std::uint64_t>(grid.x) * grid.y * grid.z;
   SharedMemory shared(shared_bytes);  // the launcher's own; throws bad_alloc before anything ran
-  Grid g{kernel, name, params, grid, block, shared_bytes, total};
+  Grid g{kernel, &name, params, grid, block, shared_bytes, total};
+  g.fault = &fault;
   const std::size_t helpers =
       static_cast<std::size_t>(std::min<std::uint64_t>(total - 1, pool_.size()));
   if (helpers != 0) {
@@ -252,22 +252,14 @@ std::string Executor::run_grid(gpuplug_host_kernel_fn kernel, std::string_view n
     }
   }
   run_blocks(g, shared.ptr);
-  std::unique_lock lock(g.mutex, std::defer_lock);
   if (helpers != 0) {
     // Every block is claimed: helpers still queued have nothing to do, so take them back
     // instead of waiting for a worker to pick them up.
     const std::size_t cancelled = pool_.cancel(&g);
-    lock.lock();
+    std::unique_lock lock(g.mutex);
     g.outstanding -= cancelled;
     g.done.wait(lock, [&] { return g.outstanding == 0; });
-  } else {
-    lock.lock();
   }
-  if (g.failure.empty()) return {};
-  if (g.more_failures != 0)
-    g.failure += " (and " + std::to_string(g.more_failures) + " more block" +
-                 (g.more_failures == 1 ? "" : "s") + " threw)";
-  return std::move(g.failure);
 }
 
 // ---- streams -----------------------------------------------------------------------------------
@@ -331,8 +323,8 @@ std::string Executor::take(Fault& fault, std::string_view where) {
   if (fault.message.empty()) return {};
   std::string out = std::string(where) + ": " + fault.message;
   if (fault.later != 0)
-    out += " (and " + std::to_string(fault.later) + " later launch" +
-           (fault.later == 1 ? "" : "es") + " on it failed too)";
+    out += " (and " + std::to_string(fault.later) + " more failure" +
+           (fault.later == 1 ? "" : "s") + " since: other blocks of that grid or later launches)";
   fault.message.clear();
   fault.later = 0;
   fault.pending.store(false, std::memory_order_relaxed);
@@ -510,7 +502,7 @@ namespace {
 }
 }  // namespace
 
-void Executor::launch(std::uint64_t stream, gpuplug_host_kernel_fn kernel, std::string_view name,
+void Executor::launch(std::uint64_t stream, gpuplug_host_kernel_fn kernel, const std::string& name,
                       gpuplug_dim3_t grid, gpuplug_dim3_t block, std::uint32_t shared_bytes,
                       void** params) {
   if (stream == 0) {
@@ -524,11 +516,7 @@ void Executor::launch(std::uint64_t stream, gpuplug_host_kernel_fn kernel, std::
       }
       if (!earlier.empty()) fail_earlier(name, std::move(earlier));
     }
-    std::string failure = run_grid(kernel, name, grid, block, shared_bytes, params);
-    if (!failure.empty()) {
-      std::lock_guard lock(default_fault_mutex_);
-      record(default_fault_, std::move(failure));
-    }
+    run_grid(kernel, name, grid, block, shared_bytes, params, default_fault_);
     return;
   }
   std::shared_ptr<Stream> s = find(stream);
@@ -542,11 +530,7 @@ void Executor::launch(std::uint64_t stream, gpuplug_host_kernel_fn kernel, std::
       }
       if (!earlier.empty()) fail_earlier(name, std::move(earlier));
     }
-    std::string failure = run_grid(kernel, name, grid, block, shared_bytes, params);
-    if (!failure.empty()) {
-      std::lock_guard lock(s->mutex);
-      record(s->fault, std::move(failure));
-    }
+    run_grid(kernel, name, grid, block, shared_bytes, params, s->fault);
   } catch (...) {
     release(*s);
     throw;

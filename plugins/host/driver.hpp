@@ -84,8 +84,8 @@ class WorkerPool {
 ///  - synchronize, which reports (and clears) the pending failures of every stream at once;
 ///  - the next launch on that stream, which is then not run (its message says so);
 ///  - destroy_stream of that stream, which destroys the stream either way.
-/// Only the first failure of a stream is kept until it is reported; later ones are counted in
-/// its message. Once reported, the stream (and the device) work normally again: unlike CUDA's
+/// Only the first failure of a stream is kept until it is reported; later ones (other blocks of
+/// that grid, later launches) are counted in its message. Once reported, the stream (and the device) work normally again: unlike CUDA's
 /// sticky context errors, one failed kernel does not poison the device, because the host
 /// executor's state is intact after an exception (the kernel's own data may not be).
 /// Copies and memsets never report kernel failures (they are not launches); the destructor
@@ -119,7 +119,7 @@ class Executor {
   void fill(std::uint64_t stream, void* dst, std::uint8_t value, std::size_t bytes);
   /// Runs `kernel` once per block of `grid` (see the class comment); returns when all ran.
   /// `name` ("module::function", already escaped for messages) must stay valid until then.
-  void launch(std::uint64_t stream, gpuplug_host_kernel_fn kernel, std::string_view name,
+  void launch(std::uint64_t stream, gpuplug_host_kernel_fn kernel, const std::string& name,
               gpuplug_dim3_t grid, gpuplug_dim3_t block, std::uint32_t shared_bytes,
               void** params);
 
@@ -134,12 +134,14 @@ class Executor {
     std::uint8_t value;
     Handoff* handoff;  // Kind::handoff: the launch waiting for its turn
   };
-  /// A kernel failure waiting to be reported: the first message, and how many launches
-  /// failed after it before it was reported. `pending` mirrors !message.empty() so that the
+  /// A kernel failure waiting to be reported: the first message, and how many blocks or
+  /// launches failed after it before it was reported. `pending` mirrors !message.empty() so that the
   /// launch path can look without taking the lock (one relaxed load).
   struct Fault {
-    std::string message;       // guarded by the owner's mutex
-    std::uint64_t later = 0;   // guarded by the owner's mutex
+    explicit Fault(std::mutex& guard) : mutex(guard) {}
+    std::mutex& mutex;         // the owner's mutex, which guards message and later
+    std::string message;       // guarded by mutex
+    std::uint64_t later = 0;   // guarded by mutex
     std::atomic<bool> pending{false};
   };
   /// Invariant: `active` is true while exactly one party (a drain job on the pool, or a
@@ -149,7 +151,7 @@ class Executor {
     std::condition_variable idle;
     std::deque<Item> queue;
     bool active = false;
-    Fault fault;  // guarded by mutex (except fault.pending)
+    Fault fault{mutex};  // guarded by mutex (except fault.pending)
   };
   struct Grid;
 
@@ -157,9 +159,10 @@ class Executor {
   void enqueue(std::uint64_t stream, const Item& item);
   void acquire(Stream& s);           // waits for the stream's turn, then owns it
   void release(Stream& s) noexcept;  // gives ownership back (drains what queued meanwhile)
-  /// Runs the grid; returns "" or the failure message of its first throwing block.
-  std::string run_grid(gpuplug_host_kernel_fn kernel, std::string_view name, gpuplug_dim3_t grid,
-                       gpuplug_dim3_t block, std::uint32_t shared_bytes, void** params);
+  /// Runs the grid; a block that throws records its failure on `fault` (under fault.mutex).
+  /// Few arguments on purpose: this is the launch path.
+  void run_grid(gpuplug_host_kernel_fn kernel, const std::string& name, gpuplug_dim3_t grid,
+                gpuplug_dim3_t block, std::uint32_t shared_bytes, void** params, Fault& fault);
   /// Waits until every stream is idle; reports nothing (for stream 0 work and the destructor).
   void wait_all();
   /// Records `message` on `fault` (first one kept, later ones counted); caller holds its mutex.
@@ -177,7 +180,7 @@ class Executor {
 
   WorkerPool pool_;
   std::mutex default_fault_mutex_;
-  Fault default_fault_;  // stream 0's pending failure; guarded by default_fault_mutex_
+  Fault default_fault_{default_fault_mutex_};  // stream 0's pending failure
   mutable std::shared_mutex streams_mutex_;
   std::map<std::uint64_t, std::shared_ptr<Stream>> streams_;  // guarded by streams_mutex_
   std::uint64_t next_stream_ = 1;                             // guarded by streams_mutex_
