@@ -212,7 +212,9 @@ std::string kernel_exception_message(std::string_view name, gpuplug_dim3_t at) n
       g.kernel(&b, g.params);
     } catch (...) {
       std::string message = kernel_exception_message(*g.name, b.block_idx);
-      if (message.empty()) message = "kernel threw an exception (no memory to describe it)";
+      // No memory for the description: a text short enough for std::string's inline buffer,
+      // so that this assignment cannot allocate (and throw) in a noexcept function.
+      if (message.empty()) message = "kernel threw";
       g.next.store(g.total, std::memory_order_relaxed);  // no new blocks; `total` fits in 64 bits
       std::lock_guard lock(g.fault->mutex);
       record(*g.fault, std::move(message));
