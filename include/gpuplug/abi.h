@@ -231,6 +231,38 @@ typedef const gpuplug_plugin_v1* (*gpuplug_plugin_entry_fn)(uint32_t host_abi_ve
  * `*(uint64_t*)params[i]`. `shared` points to shared_bytes of memory private to
  * the block, valid for the call. Published metadata is a 4-byte exported object,
  * e.g. `extern "C" GPUPLUG_PLUGIN_EXPORT const uint32_t gemm_f32_n_tile = 64;`.
+ *
+ * What a host kernel may do:
+ *  - throw a C++ exception. The host backend catches it in the block, skips the
+ *    blocks of that grid not yet started (blocks already running finish) and
+ *    reports LAUNCH_FAILED, naming the kernel (module::function), the block and
+ *    the exception (its type and what() for a std::exception, "unknown
+ *    exception" otherwise; the text is cut to a bound and escaped). The launch
+ *    itself returns SUCCESS, as an asynchronous GPU launch would; the failure is
+ *    pending on the launch's stream (stream 0 has its own) and reported once, by
+ *    the first of: stream_synchronize of that stream, synchronize (which reports
+ *    every stream's), the next launch on that stream (which is then not run), or
+ *    stream_destroy of that stream (which destroys it either way). After that
+ *    the stream and the device work normally; the data the kernel was writing
+ *    is in whatever state it left it.
+ *  - call other code of the process and libraries its module depends on. A
+ *    module loaded from a module folder is loaded by its path, so RUNPATH
+ *    $ORIGIN finds libraries next to it; a dependency not found fails the load
+ *    with NOT_FOUND naming it.
+ * What a host kernel must not do:
+ *  - longjmp out of the kernel, call exit/abort/pthread_exit, or end or
+ *    block the calling thread for good: kernels run on the backend's worker
+ *    threads (and the launching thread), whose state the backend relies on;
+ *  - let an exception escape through C frames or noexcept functions of its own
+ *    (that terminates before the backend can catch it);
+ *  - fault (a segmentation fault takes the process down, as on any CPU);
+ *  - rely on blocks running in any order, on another block of the grid, or on
+ *    the thread that runs it (blocks of one launch run concurrently, so a
+ *    kernel must be reentrant: no unsynchronised writes to shared state);
+ *  - keep params or shared past its return.
+ * A function handle is valid only on the instance whose get_function returned
+ * it, while its module is loaded; launch refuses a handle of another host
+ * instance with INVALID_ARGUMENT.
  */
 typedef struct gpuplug_host_block_t {
   gpuplug_dim3_t grid_dim;

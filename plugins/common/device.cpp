@@ -14,6 +14,8 @@
 #include "module_registry.hpp"
 #include "plugin_sdk.hpp"
 
+#include "gpuplug/support/regular_file.hpp"
+
 namespace gpuplug::sdk {
 
 /// Per-thread last-error messages of one device. A mutex-guarded map rather than thread_local
@@ -38,7 +40,7 @@ Device::Device(const DeviceConfig& config)
       ledger_(std::make_unique<AllocationLedger>(
           owner_name(config), config.device_memory_limit,
           [this](gpuplug_log_level_t level, std::string_view message) { log(level, message); })),
-      modules_(std::make_unique<ModuleRegistry>(*this, config.modules_dir)),
+      modules_(std::make_unique<ModuleRegistry>(*this, config.module_search_path)),
       errors_(std::make_unique<ErrorSlots>()) {}
 
 Device::~Device() = default;
@@ -58,6 +60,12 @@ void Device::log(gpuplug_log_level_t level, std::string_view message) const noex
 
 std::uint64_t Device::vendor_alloc_managed(std::uint64_t /*bytes*/) {
   fail(GPUPLUG_STATUS_UNSUPPORTED, "managed memory is not supported by " + owner_name(config_));
+}
+
+VendorModule Device::vendor_load_module_file(std::string_view name,
+                                             std::span<const std::byte> image,
+                                             const support::RegularFile& /*file*/) {
+  return vendor_load_module(name, image);
 }
 
 Access Device::vendor_owns_range(std::uint64_t /*ptr*/, std::uint64_t /*bytes*/) {

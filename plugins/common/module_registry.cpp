@@ -6,6 +6,7 @@
 #include <mutex>
 #include <system_error>
 
+#include "gpuplug/support/escape.hpp"
 #include "gpuplug/support/regular_file.hpp"
 #include "gpuplug/support/text.hpp"
 
@@ -16,20 +17,14 @@ namespace {
 /// or endless file (a FIFO, a device) never fills the process's memory or blocks it.
 constexpr std::uint64_t kMaxModuleFileBytes = std::uint64_t{256} << 20;
 
-std::vector<std::byte> read_image(const std::filesystem::path& file, std::string_view module) {
-  std::string why;
-  std::optional<std::vector<std::byte>> bytes =
-      support::read_regular_file(file, kMaxModuleFileBytes, why);
-  if (!bytes)
-    fail(GPUPLUG_STATUS_NOT_FOUND,
-         "module " + std::string(module) + ": cannot read " + file.string() + ": " + why);
-  return std::move(*bytes);
-}
+/// Messages put file and module names through this: they come from the caller and the file
+/// system, and end up in logs and terminals.
+std::string shown(std::string_view text) { return support::escape_text(text); }
 
 }  // namespace
 
-ModuleRegistry::ModuleRegistry(Device& device, std::optional<std::filesystem::path> modules_dir)
-    : device_(device), modules_dir_(std::move(modules_dir)) {}
+ModuleRegistry::ModuleRegistry(Device& device, std::vector<std::filesystem::path> search_path)
+    : device_(device), search_path_(std::move(search_path)) {}
 
 // No unloading here: the registry dies inside ~Device, after the vendor part of the object is
 // gone, so vendor hooks can no longer be called. Device::shutdown unloads everything first.
@@ -40,7 +35,7 @@ void ModuleRegistry::check_name(std::string_view name) {
                   name.find_first_of(std::string_view("/\0", 2)) == std::string_view::npos;
   if (!ok)
     fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
-         "invalid module name '" + std::string(name) + "' (a non-empty file stem without '/')");
+         "invalid module name '" + shown(name) + "' (a non-empty file stem without '/')");
 }
 
 void ModuleRegistry::load(std::string_view name, std::span<const std::byte> image) {
@@ -58,19 +53,46 @@ void ModuleRegistry::load(std::string_view name, std::span<const std::byte> imag
   }
 }
 
+std::optional<std::pair<std::filesystem::path, std::size_t>> ModuleRegistry::find_file(
+    std::string_view name, std::vector<std::string>* tried) const {
+  const std::vector<std::string> extensions = device_.vendor_module_file_extensions();
+  for (std::size_t i = 0; i < search_path_.size(); ++i) {
+    for (const std::string& ext : extensions) {
+      std::filesystem::path file = search_path_[i] / (std::string(name) + ext);
+      std::error_code ec;
+      if (std::filesystem::is_regular_file(file, ec)) return std::pair{std::move(file), i};
+    }
+  }
+  if (tried != nullptr)
+    for (const std::string& ext : extensions) tried->push_back(shown(name) + ext);
+  return std::nullopt;
+}
+
+void ModuleRegistry::warn_shadowed(std::string_view name, const std::filesystem::path& chosen,
+                                   std::size_t folder) const {
+  const std::vector<std::string> extensions = device_.vendor_module_file_extensions();
+  for (std::size_t i = folder + 1; i < search_path_.size(); ++i) {
+    for (const std::string& ext : extensions) {
+      const std::filesystem::path other = search_path_[i] / (std::string(name) + ext);
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(other, ec)) continue;
+      if (std::filesystem::equivalent(other, chosen, ec)) continue;  // one folder named twice
+      device_.log(GPUPLUG_LOG_WARNING,
+                  "module " + shown(name) + ": using " + shown(chosen.string()) + "; " +
+                      shown(other.string()) +
+                      " is shadowed by it (module folders are searched in order, the built-in "
+                      "one first)");
+    }
+  }
+}
+
 bool ModuleRegistry::has(std::string_view name) const {
   check_name(name);
   {
     std::shared_lock lock(mutex_);
     if (modules_.find(name) != modules_.end()) return true;
   }
-  if (!modules_dir_) return false;
-  for (const std::string& ext : device_.vendor_module_file_extensions()) {
-    std::error_code ec;
-    if (std::filesystem::is_regular_file(*modules_dir_ / (std::string(name) + ext), ec))
-      return true;
-  }
-  return false;
+  return find_file(name, nullptr).has_value();
 }
 
 std::string ModuleRegistry::loaded_list() const {
@@ -91,33 +113,38 @@ VendorModule ModuleRegistry::get(std::string_view name) {
   if (it != modules_.end()) return it->second;
 
   std::vector<std::string> tried;
-  if (modules_dir_) {
-    for (const std::string& ext : device_.vendor_module_file_extensions()) {
-      const std::filesystem::path file = *modules_dir_ / (std::string(name) + ext);
-      std::error_code ec;
-      if (!std::filesystem::is_regular_file(file, ec)) {
-        tried.push_back(file.filename().string());
-        continue;
-      }
-      const std::vector<std::byte> image = read_image(file, name);
-      auto [slot, inserted] = modules_.try_emplace(std::string(name), VendorModule{0});
-      try {
-        slot->second = device_.vendor_load_module(name, image);
-      } catch (const Failure& e) {
-        modules_.erase(slot);
-        throw Failure(e.status(), std::string(e.what()) + " (from " + file.string() + ")");
-      } catch (...) {
-        modules_.erase(slot);
-        throw;
-      }
-      return slot->second;
+  if (const auto found = find_file(name, &tried)) {
+    const std::filesystem::path* file = &found->first;
+    warn_shadowed(name, *file, found->second);
+    // Read through one descriptor: the vendor validates these bytes and may check that the
+    // file it loads by path is still this one (the host backend does).
+    std::string why;
+    std::optional<support::RegularFile> opened = support::RegularFile::open(*file, why);
+    std::optional<std::vector<std::byte>> image;
+    if (opened) image = opened->read_all(kMaxModuleFileBytes, why);
+    if (!image)
+      fail(GPUPLUG_STATUS_NOT_FOUND, "module " + shown(name) + ": cannot read " +
+                                         shown(file->string()) + ": " + shown(why));
+    auto [slot, inserted] = modules_.try_emplace(std::string(name), VendorModule{0});
+    try {
+      slot->second = device_.vendor_load_module_file(name, *image, *opened);
+    } catch (const Failure& e) {
+      modules_.erase(slot);
+      throw Failure(e.status(), std::string(e.what()) + " (from " + shown(file->string()) + ")");
+    } catch (...) {
+      modules_.erase(slot);
+      throw;
     }
+    return slot->second;
   }
-  std::string msg = "module " + std::string(name) + " not found: not loaded";
-  if (modules_dir_)
-    msg += ", and no " + support::join(tried) + " in modules_dir " + modules_dir_->string();
+  std::vector<std::string> folders;
+  for (const auto& f : search_path_) folders.push_back(shown(f.string()));
+  std::string msg = "module " + shown(name) + " not found: not loaded";
+  if (!search_path_.empty())
+    msg += ", and no " + support::join(tried) + " in the module folders " +
+           support::join(folders, ":") + " (modules_dir after the built-in one)";
   else
-    msg += " (no modules_dir)";
+    msg += " (no module folders)";
   msg += "; loaded modules: " + loaded_list();
   fail(GPUPLUG_STATUS_NOT_FOUND, msg);
 }

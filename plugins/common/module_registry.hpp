@@ -19,8 +19,13 @@ namespace gpuplug::sdk {
 /// Name -> VendorModule bookkeeping for one Device; the vendor hooks do the loading.
 ///
 /// A module is loaded explicitly (`load`, from bytes) or lazily the first time it is asked for
-/// by name: then `<modules_dir>/<name><ext>` is read for each of the device's
-/// vendor_module_file_extensions(), in order. Names are plain file stems: no '/', not "." or "..".
+/// by name: then `<folder>/<name><ext>` is looked for in each folder of the search path (the
+/// built-in folder, then the modules_dir option's folders, in order), for each of the device's
+/// vendor_module_file_extensions() in order; the first file found is loaded
+/// (vendor_load_module_file). A file of the same name in a later folder is shadowed: the load
+/// logs a warning naming both paths, because a user who adds a folder holding their own "axpy"
+/// would otherwise silently get the built-in one. Names are plain file stems: no '/', not "." or
+/// "..".
 ///
 /// Globals: every global `get_global` resolved is recorded with its module until that module is
 /// unloaded, so that copies may name it (`global_access`, asked by the SDK's range check).
@@ -31,7 +36,7 @@ namespace gpuplug::sdk {
 class ModuleRegistry {
  public:
   /// `device` must outlive the registry (the Device owns it).
-  ModuleRegistry(Device& device, std::optional<std::filesystem::path> modules_dir);
+  ModuleRegistry(Device& device, std::vector<std::filesystem::path> search_path);
   ModuleRegistry(const ModuleRegistry&) = delete;
   ModuleRegistry& operator=(const ModuleRegistry&) = delete;
   /// Does not unload (vendor hooks are gone by then): Device::shutdown calls unload_all first.
@@ -40,10 +45,10 @@ class ModuleRegistry {
   /// Loads `image` under `name`. Failure(INVALID_ARGUMENT) if the name is taken or malformed;
   /// the vendor's Failure(INVALID_IMAGE) if the bytes do not load.
   void load(std::string_view name, std::span<const std::byte> image);
-  /// True when `name` is loaded or a file for it exists in modules_dir (it is not loaded here).
+  /// True when `name` is loaded or a file for it exists in a module folder (not loaded here).
   bool has(std::string_view name) const;
-  /// The module, loaded from modules_dir on first use. Failure(NOT_FOUND) names the module, the
-  /// files tried, the modules_dir and the loaded modules.
+  /// The module, loaded from the module folders on first use. Failure(NOT_FOUND) names the
+  /// module, the files tried, the folders and the loaded modules.
   VendorModule get(std::string_view name);
   /// Failure(NOT_FOUND) "kernel gemm::gemm_f16 not found (module gemm has: gemm_a_e4m3, gemm_f32)".
   std::uint64_t get_function(std::string_view module, std::string_view func);
@@ -60,7 +65,8 @@ class ModuleRegistry {
 
   /// Names of the loaded modules, sorted.
   std::vector<std::string> names() const;
-  const std::optional<std::filesystem::path>& modules_dir() const noexcept { return modules_dir_; }
+  /// The folders searched by name, in order.
+  const std::vector<std::filesystem::path>& search_path() const noexcept { return search_path_; }
 
  private:
   struct Global {
@@ -78,7 +84,14 @@ class ModuleRegistry {
   void forget_globals(VendorModule module) noexcept;
 
   Device& device_;
-  const std::optional<std::filesystem::path> modules_dir_;
+  const std::vector<std::filesystem::path> search_path_;
+  /// The first file for `name` in the search path and its folder's index, or nullopt; then
+  /// `tried` (when not null) gets the file names looked for.
+  std::optional<std::pair<std::filesystem::path, std::size_t>> find_file(
+      std::string_view name, std::vector<std::string>* tried) const;
+  /// Logs a warning for each file of `name` in a folder after `chosen`'s.
+  void warn_shadowed(std::string_view name, const std::filesystem::path& chosen,
+                     std::size_t folder) const;
   mutable std::shared_mutex mutex_;
   std::map<std::string, VendorModule, std::less<>> modules_;  // guarded by mutex_
   // Taken after mutex_ when both are held. A module's globals are forgotten before it unloads.

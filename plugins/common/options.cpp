@@ -10,6 +10,7 @@
 #include <system_error>
 #include <vector>
 
+#include "gpuplug/support/escape.hpp"
 #include "gpuplug/support/text.hpp"
 #include "plugin_sdk.hpp"
 
@@ -28,6 +29,54 @@ int suffix_shift(std::string_view suffix) {
   const std::string_view tail = std::string_view(s).substr(1);
   if (unit == std::string_view::npos || !(tail.empty() || tail == "b" || tail == "ib")) return -1;
   return 10 * static_cast<int>(unit + 1);
+}
+
+/// The most folders one modules_dir may list: enough for any layout, and a bound on the work
+/// (each lazy load looks in every folder).
+constexpr std::size_t kMaxModuleFolders = 64;
+
+/// "modules_dir" is a colon-separated list of folders, like PATH, searched in order after the
+/// built-in one. Each element must be an existing folder, checked now so that a typo fails create
+/// and names the folder, not the first lookup. An empty element is refused: in PATH it means the
+/// current directory, and a module folder that silently follows the process's working
+/// directory would let whoever controls that directory supply code.
+std::vector<std::filesystem::path> parse_modules_dir(const std::string& value) {
+  const auto bad = [&](std::string_view folder, std::size_t index, std::size_t count,
+                       const std::string& why) {
+    std::string msg = "option modules_dir='" + support::escape_text(value) + "': ";
+    if (count > 1)
+      msg += "folder " + std::to_string(index + 1) + " of " + std::to_string(count) + " '" +
+             support::escape_text(folder) + "': ";
+    fail(GPUPLUG_STATUS_INVALID_ARGUMENT, msg + why);
+  };
+  if (value.empty()) fail(GPUPLUG_STATUS_INVALID_ARGUMENT, "option modules_dir is empty");
+  std::vector<std::string_view> elements;
+  for (std::size_t start = 0;;) {
+    const std::size_t colon = value.find(':', start);
+    elements.push_back(std::string_view(value).substr(
+        start, colon == std::string::npos ? std::string::npos : colon - start));
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  if (elements.size() > kMaxModuleFolders)
+    fail(GPUPLUG_STATUS_INVALID_ARGUMENT, "option modules_dir lists " +
+                                              std::to_string(elements.size()) +
+                                              " folders, more than the limit of " +
+                                              std::to_string(kMaxModuleFolders));
+  std::vector<std::filesystem::path> out;
+  for (std::size_t i = 0; i < elements.size(); ++i) {
+    const std::string_view folder = elements[i];
+    if (folder.empty())
+      bad(folder, i, elements.size(),
+          "empty element (it would mean the current folder; name every folder, e.g. '.' is "
+          "not accepted implicitly)");
+    std::error_code ec;
+    const auto status = std::filesystem::status(folder, ec);
+    if (ec) bad(folder, i, elements.size(), ec.message());
+    if (!std::filesystem::is_directory(status)) bad(folder, i, elements.size(), "not a folder");
+    out.emplace_back(folder);
+  }
+  return out;
 }
 
 }  // namespace
@@ -91,17 +140,7 @@ DeviceConfig parse_config(std::uint32_t ordinal, const gpuplug_option_t* options
     if (key == "device_memory_limit") {
       config.device_memory_limit = parse_byte_size(key, value);
     } else if (key == "modules_dir") {
-      if (value.empty()) fail(GPUPLUG_STATUS_INVALID_ARGUMENT, "option modules_dir is empty");
-      // Checked now, so that a typo fails create and names the option, not the first lookup.
-      std::error_code ec;
-      const auto status = std::filesystem::status(value, ec);
-      if (ec)
-        fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
-             "option modules_dir='" + value + "': " + ec.message());
-      if (!std::filesystem::is_directory(status))
-        fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
-             "option modules_dir='" + value + "': not a folder");
-      config.modules_dir = std::filesystem::path(value);
+      config.modules_dirs = parse_modules_dir(value);
     }
   }
   return config;

@@ -7,6 +7,7 @@
 #include <new>
 
 #include "gpuplug/support/c_string.hpp"
+#include "gpuplug/support/escape.hpp"
 #include "gpuplug/support/failures.hpp"
 #include "gpuplug/support/text.hpp"
 #include "ledger.hpp"
@@ -420,6 +421,15 @@ gpuplug_status_t describe_with(const PluginHooks& hooks, std::uint32_t ordinal,
   }
 }
 
+namespace {
+/// "/a:/b" (escaped: folder names are the caller's, and go to logs), or "(none)".
+std::string describe_folders(const std::vector<std::filesystem::path>& folders) {
+  std::vector<std::string> names;
+  for (const auto& f : folders) names.push_back(support::escape_text(f.string()));
+  return names.empty() ? std::string("(none)") : support::join(names, ":");
+}
+}  // namespace
+
 gpuplug_status_t create_with(const PluginHooks& hooks, std::uint32_t ordinal,
                              const gpuplug_option_t* options, std::uint32_t option_count,
                              const gpuplug_host_services_t* services, gpuplug_instance_t* out,
@@ -434,17 +444,18 @@ gpuplug_status_t create_with(const PluginHooks& hooks, std::uint32_t ordinal,
     DeviceConfig config =
         parse_config(ordinal, options, option_count, services, hooks.extra_options);
     config.plugin_name = hooks.name;
-    if (!config.modules_dir) {
-      std::filesystem::path dir = default_modules_dir(hooks.name);
-      if (!dir.empty()) config.modules_dir = std::move(dir);
-    }
+    // The built-in folder first, so that naming more folders never hides the sample kernels.
+    if (std::filesystem::path dir = default_modules_dir(hooks.name); !dir.empty())
+      config.module_search_path.push_back(std::move(dir));
+    config.module_search_path.insert(config.module_search_path.end(),
+                                     config.modules_dirs.begin(), config.modules_dirs.end());
     require_device(hooks, ordinal);
     std::unique_ptr<Device> device = hooks.create(config);
     if (!device)
       fail(GPUPLUG_STATUS_INTERNAL, std::string(hooks.name) + ": create returned no device");
     device->log(
         GPUPLUG_LOG_DEBUG,
-        "created; modules_dir=" + (config.modules_dir ? config.modules_dir->string() : "(none)") +
+        "created; module folders=" + describe_folders(config.module_search_path) +
             ", device_memory_limit=" +
             (config.device_memory_limit ? support::describe_bytes(*config.device_memory_limit)
                                         : "(none)"));

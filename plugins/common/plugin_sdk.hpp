@@ -40,6 +40,10 @@
 #include "failure.hpp"
 #include "streams.hpp"
 
+namespace gpuplug::support {
+class RegularFile;  // gpuplug/support/regular_file.hpp (vendor_load_module_file's argument)
+}  // namespace gpuplug::support
+
 namespace gpuplug::sdk {
 
 class AllocationLedger;
@@ -65,7 +69,12 @@ struct DeviceConfig {
   std::uint32_t ordinal = 0;
   std::string plugin_name;                            // P::name, set by the SDK before P::create
   std::optional<std::uint64_t> device_memory_limit;   // "device_memory_limit"
-  std::optional<std::filesystem::path> modules_dir;   // "modules_dir"
+  /// "modules_dir": its colon-separated folders, in order, each checked to exist (empty when
+  /// the option is not given).
+  std::vector<std::filesystem::path> modules_dirs;
+  /// Where modules are looked up by name, in order: the built-in folder (default_modules_dir),
+  /// then modules_dirs. Set by the SDK before P::create.
+  std::vector<std::filesystem::path> module_search_path;
   std::map<std::string, std::string> options;         // every key=value given, extras included
   const gpuplug_host_services_t* services = nullptr;  // may be null (then logging is dropped)
 };
@@ -156,6 +165,12 @@ class Device {
   /// Loads image bytes; Failure(INVALID_IMAGE, why) when they do not load.
   virtual VendorModule vendor_load_module(std::string_view name,
                                           std::span<const std::byte> image) = 0;
+  /// Loads a module the registry found in a module folder: `image` is the whole of `file`
+  /// (open, read through its descriptor). Default: vendor_load_module(name, image). The host
+  /// backend overrides it to load by path, so that the module keeps its $ORIGIN.
+  virtual VendorModule vendor_load_module_file(std::string_view name,
+                                               std::span<const std::byte> image,
+                                               const support::RegularFile& file);
   virtual void vendor_unload_module(VendorModule module) noexcept = 0;
   /// 0 when the module has no such function.
   virtual std::uint64_t vendor_get_function(VendorModule module, const std::string& func) = 0;

@@ -205,9 +205,22 @@ void HostDevice::vendor_launch(std::uint64_t function, gpuplug_dim3_t grid, gpup
   const std::uint64_t xy = static_cast<std::uint64_t>(grid.x) * grid.y;
   if (xy > std::numeric_limits<std::uint64_t>::max() / grid.z)
     sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT, "launch: the grid has more than 2^64 blocks");
-  const auto kernel =
-      reinterpret_cast<gpuplug_host_kernel_fn>(static_cast<std::uintptr_t>(function));
-  executor_.launch(stream, kernel, grid, block, shared_bytes, params);
+  // The handle is a KernelRecord (modules.cpp); the ownership check is this one compare.
+  const auto* kernel = reinterpret_cast<const KernelRecord*>(static_cast<std::uintptr_t>(function));
+  if (kernel->owner != this) [[unlikely]]
+    fail_foreign(function, *kernel);
+  executor_.launch(stream, kernel->fn, kernel->name, grid, block, shared_bytes, params);
+}
+
+void HostDevice::fail_foreign(std::uint64_t function, const KernelRecord& kernel) const {
+  // The record is readable: handles stay valid while their module is loaded (ModuleRegistry),
+  // and a handle used after its module was unloaded is outside the contract on every backend.
+  sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+            "launch: kernel handle " + support::hex(function) + " (" + kernel.name +
+                ") belongs to another backend instance (" +
+                support::hex(reinterpret_cast<std::uintptr_t>(kernel.owner)) + "), not this one (" +
+                support::hex(reinterpret_cast<std::uintptr_t>(this)) +
+                "): resolve the kernel with this backend's get_function / kernel()");
 }
 
 }  // namespace gpuplug::host

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "driver.hpp"
+#include "gpuplug/support/regular_file.hpp"
 #include "image.hpp"
 #include "plugin_sdk.hpp"
 
@@ -32,7 +33,23 @@ namespace gpuplug::host {
 //  - Published metadata is a 4-byte exported object, e.g.
 //        extern "C" GPUPLUG_PLUGIN_EXPORT const uint32_t gemm_f32_n_tile = 64;
 //    read by get_global (address and st_size from the dynamic symbol table).
-//  - Modules are trusted code: a kernel that faults takes the process down, as on any CPU.
+//  - Modules are trusted code: a kernel that faults takes the process down, as on any CPU. A
+//    kernel that throws does not: the executor catches it and reports LAUNCH_FAILED naming the
+//    kernel and the exception (driver.hpp, "Kernel failures").
+//  - A function handle (get_function's value, a KernelHandle in the core) points at a
+//    KernelRecord owned by its module: the kernel's address, its name for messages and the
+//    instance that resolved it. launch compares that one field with itself, so a handle from
+//    another host instance is refused instead of silently running there (its module, globals
+//    and ledger are the other instance's).
+
+class HostDevice;
+
+/// What a host function handle points at; lives as long as its module is loaded.
+struct KernelRecord {
+  const HostDevice* owner;    // the instance whose get_function made it (checked by launch)
+  gpuplug_host_kernel_fn fn;  // the kernel
+  std::string name;           // "module::function", escaped for messages
+};
 
 /// Device memory is plain host memory, so both kinds are host-accessible and 256-byte aligned.
 inline constexpr std::size_t kHostAlignment = 256;
@@ -76,6 +93,11 @@ class HostDevice final : public sdk::Device {
   // modules.cpp
   sdk::VendorModule vendor_load_module(std::string_view name,
                                        std::span<const std::byte> image) override;
+  /// Loads by path (realpath of the file), so that $ORIGIN is the module's folder and it can
+  /// find sibling libraries; see modules.cpp for the checks against the file changing.
+  sdk::VendorModule vendor_load_module_file(std::string_view name,
+                                            std::span<const std::byte> image,
+                                            const support::RegularFile& file) override;
   void vendor_unload_module(sdk::VendorModule module) noexcept override;
   std::uint64_t vendor_get_function(sdk::VendorModule module, const std::string& func) override;
   std::vector<std::string> vendor_list_functions(sdk::VendorModule module) override;
@@ -92,6 +114,12 @@ class HostDevice final : public sdk::Device {
     ImageSegment range;
     std::uintptr_t module;  // the HostModule it belongs to
   };
+  [[noreturn, gnu::cold]] void fail_foreign(std::uint64_t function,
+                                            const KernelRecord& kernel) const;
+  /// Checks `image` (a full ELF validation), then loads it from `path` (a file) or, when `path`
+  /// is empty, from a memfd copy of the bytes.
+  sdk::VendorModule load(std::string_view name, std::span<const std::byte> image,
+                         const std::string& path, const support::RegularFile* file);
   void add_segments(const std::vector<ImageSegment>& segments, std::uintptr_t module);
   void remove_segments(std::uintptr_t module) noexcept;
 

@@ -2,6 +2,7 @@
 // The host backend's driver: worker pool, stream queues with ownership hand-off, parallel grids.
 #include "driver.hpp"
 
+#include <cxxabi.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -9,8 +10,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
+#include <typeinfo>
 
 #include "failure.hpp"
+#include "gpuplug/support/escape.hpp"
 
 namespace gpuplug::host {
 
@@ -107,6 +111,13 @@ void WorkerPool::work() noexcept {
   }
 }
 
+std::string bounded_text(std::string_view text, std::size_t max) {
+  if (text.size() <= max) return support::escape_text(text);
+  // Cutting may split a UTF-8 sequence; escape_text then shows its bytes as \xNN, never raw.
+  return support::escape_text(text.substr(0, max)) + "... (" + std::to_string(text.size()) +
+         " bytes in all)";
+}
+
 // ---- grids -------------------------------------------------------------------------------------
 
 /// One launch in flight; lives on the launching thread's stack. Helpers are pool jobs that
@@ -114,6 +125,7 @@ void WorkerPool::work() noexcept {
 /// cancelled), and the launcher waits for it to reach zero before the Grid goes away.
 struct Executor::Grid {
   gpuplug_host_kernel_fn kernel;
+  const std::string* name;  // "module::function", escaped
   void** params;
   gpuplug_dim3_t grid;
   gpuplug_dim3_t block;
@@ -123,6 +135,9 @@ struct Executor::Grid {
   std::mutex mutex;
   std::condition_variable done;
   std::size_t outstanding = 0;  // guarded by mutex
+  // Where a throwing block records its failure (the launch's stream), under fault->mutex. A
+  // pointer rather than a message member: the launch path stays free of string work.
+  Fault* fault;
 };
 
 namespace {
@@ -140,28 +155,79 @@ struct SharedMemory {
   void* ptr;
 };
 
-void run_blocks(gpuplug_host_kernel_fn kernel, void** params, gpuplug_dim3_t grid,
-                gpuplug_dim3_t block, std::uint32_t shared_bytes, void* shared, std::uint64_t total,
-                std::atomic<std::uint64_t>& next) noexcept {
-  gpuplug_host_block_t b{grid, block, {0, 0, 0}, shared_bytes, shared};
-  const std::uint64_t gx = grid.x, gxy = static_cast<std::uint64_t>(grid.x) * grid.y;
-  for (;;) {
-    const std::uint64_t i = next.fetch_add(1, std::memory_order_relaxed);
-    if (i >= total) return;
-    b.block_idx.x = static_cast<std::uint32_t>(i % gx);
-    b.block_idx.y = static_cast<std::uint32_t>((i / gx) % grid.y);
-    b.block_idx.z = static_cast<std::uint32_t>(i / gxy);
-    kernel(&b, params);
+// What a kernel's exception may contribute to a message. The text comes from module code, so it
+// is untrusted: cut to a bound (a kernel could throw megabytes) and escaped (it could hold
+// terminal escapes, newlines that forge log lines, or invalid UTF-8).
+constexpr std::size_t kMaxWhatBytes = 512;
+constexpr std::size_t kMaxTypeBytes = 160;
+
+/// The type of the exception being handled, demangled where possible ("std::runtime_error").
+std::string current_exception_type() {
+  const std::type_info* type = abi::__cxa_current_exception_type();
+  if (type == nullptr) return "an unknown type";
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(type->name(), nullptr, nullptr, &status);
+  std::string out = bounded_text(status == 0 && demangled != nullptr ? demangled : type->name(),
+                                 kMaxTypeBytes);
+  std::free(demangled);  // NOLINT(cppcoreguidelines-no-malloc): __cxa_demangle's contract
+  return out;
+}
+
+/// "kernel m::f threw std::runtime_error in block (1, 0, 0): what" for the exception being
+/// handled; call only inside a catch block. Never throws: without memory for the text it says
+/// so in a fixed message (the status still reports the failure).
+std::string kernel_exception_message(std::string_view name, gpuplug_dim3_t at) noexcept {
+  try {
+    std::string where = " in block (" + std::to_string(at.x) + ", " + std::to_string(at.y) +
+                        ", " + std::to_string(at.z) + "): ";
+    std::string head = "kernel " + std::string(name) + " threw ";
+    try {
+      throw;
+    } catch (const std::exception& e) {
+      const char* what = e.what();
+      return head + current_exception_type() + where +
+             (what != nullptr ? bounded_text(what, kMaxWhatBytes) : std::string("(null what())"));
+    } catch (...) {
+      return head + "an exception that is not a std::exception (type " +
+             current_exception_type() + ")" + where + "unknown exception";
+    }
+  } catch (...) {
+    return {};
   }
 }
 
 }  // namespace
 
+// Inlined into both callers: out of line it costs a call on every launch.
+[[gnu::always_inline]] inline void Executor::run_blocks(Grid& g, void* shared) noexcept {
+  gpuplug_host_block_t b{g.grid, g.block, {0, 0, 0}, g.shared_bytes, shared};
+  const std::uint64_t gx = g.grid.x, gxy = static_cast<std::uint64_t>(g.grid.x) * g.grid.y;
+  for (;;) {
+    const std::uint64_t i = g.next.fetch_add(1, std::memory_order_relaxed);
+    if (i >= g.total) return;
+    b.block_idx.x = static_cast<std::uint32_t>(i % gx);
+    b.block_idx.y = static_cast<std::uint32_t>((i / gx) % g.grid.y);
+    b.block_idx.z = static_cast<std::uint32_t>(i / gxy);
+    try {
+      g.kernel(&b, g.params);
+    } catch (...) {
+      std::string message = kernel_exception_message(*g.name, b.block_idx);
+      // No memory for the description: a text short enough for std::string's inline buffer,
+      // so that this assignment cannot allocate (and throw) in a noexcept function.
+      if (message.empty()) message = "kernel threw";
+      g.next.store(g.total, std::memory_order_relaxed);  // no new blocks; `total` fits in 64 bits
+      std::lock_guard lock(g.fault->mutex);
+      record(*g.fault, std::move(message));
+      return;
+    }
+  }
+}
+
 void Executor::help_grid(void* arg) noexcept {
   Grid& g = *static_cast<Grid*>(arg);
   try {
     SharedMemory shared(g.shared_bytes);
-    run_blocks(g.kernel, g.params, g.grid, g.block, g.shared_bytes, shared.ptr, g.total, g.next);
+    run_blocks(g, shared.ptr);
   } catch (...) {
     // No memory for this helper's shared buffer: it sits out; the launcher runs the blocks.
   }
@@ -170,11 +236,13 @@ void Executor::help_grid(void* arg) noexcept {
   if (--g.outstanding == 0) g.done.notify_all();
 }
 
-void Executor::run_grid(gpuplug_host_kernel_fn kernel, gpuplug_dim3_t grid, gpuplug_dim3_t block,
-                        std::uint32_t shared_bytes, void** params) {
+void Executor::run_grid(gpuplug_host_kernel_fn kernel, const std::string& name,
+                        gpuplug_dim3_t grid, gpuplug_dim3_t block, std::uint32_t shared_bytes,
+                        void** params, Fault& fault) {
   const std::uint64_t total = static_cast<std::uint64_t>(grid.x) * grid.y * grid.z;
   SharedMemory shared(shared_bytes);  // the launcher's own; throws bad_alloc before anything ran
-  Grid g{kernel, params, grid, block, shared_bytes, total};
+  Grid g{kernel, &name, params, grid, block, shared_bytes, total};
+  g.fault = &fault;
   const std::size_t helpers =
       static_cast<std::size_t>(std::min<std::uint64_t>(total - 1, pool_.size()));
   if (helpers != 0) {
@@ -185,7 +253,7 @@ void Executor::run_grid(gpuplug_host_kernel_fn kernel, gpuplug_dim3_t grid, gpup
       g.outstanding = 0;  // nothing was queued (insert is all or nothing); run alone
     }
   }
-  run_blocks(kernel, params, grid, block, shared_bytes, shared.ptr, total, g.next);
+  run_blocks(g, shared.ptr);
   if (helpers != 0) {
     // Every block is claimed: helpers still queued have nothing to do, so take them back
     // instead of waiting for a worker to pick them up.
@@ -207,7 +275,9 @@ struct Executor::Handoff {
 
 Executor::Executor(unsigned threads) : pool_(threads) {}
 
-Executor::~Executor() { synchronize(); }
+// Waits without reporting: a destructor cannot throw, and HostDevice::shutdown has already
+// synchronized (and logged any pending kernel failure) through the SDK.
+Executor::~Executor() { wait_all(); }
 
 std::uint64_t Executor::create_stream() {
   auto s = std::make_shared<Stream>();
@@ -229,8 +299,38 @@ std::shared_ptr<Executor::Stream> Executor::find(std::uint64_t stream) const {
 void Executor::destroy_stream(std::uint64_t stream) {
   std::shared_ptr<Stream> s = find(stream);
   wait_idle(*s);
-  std::unique_lock lock(streams_mutex_);
-  streams_.erase(stream);
+  {
+    std::unique_lock lock(streams_mutex_);
+    streams_.erase(stream);
+  }
+  // The stream is gone either way; a failure still pending on it is reported now, not lost.
+  std::string failure;
+  {
+    std::lock_guard lock(s->mutex);
+    failure = take(s->fault, "stream " + std::to_string(stream));
+  }
+  if (!failure.empty()) sdk::fail(GPUPLUG_STATUS_LAUNCH_FAILED, std::move(failure));
+}
+
+void Executor::record(Fault& fault, std::string message) noexcept {
+  if (fault.message.empty()) {
+    fault.message = std::move(message);
+    fault.pending.store(true, std::memory_order_relaxed);
+  } else {
+    ++fault.later;
+  }
+}
+
+std::string Executor::take(Fault& fault, std::string_view where) {
+  if (fault.message.empty()) return {};
+  std::string out = std::string(where) + ": " + fault.message;
+  if (fault.later != 0)
+    out += " (and " + std::to_string(fault.later) + " more failure" +
+           (fault.later == 1 ? "" : "s") + " since: other blocks of that grid or later launches)";
+  fault.message.clear();
+  fault.later = 0;
+  fault.pending.store(false, std::memory_order_relaxed);
+  return out;
 }
 
 void Executor::wait_idle(Stream& s) {
@@ -243,10 +343,49 @@ void Executor::synchronize_stream(std::uint64_t stream) {
     synchronize();
     return;
   }
-  wait_idle(*find(stream));
+  std::shared_ptr<Stream> s = find(stream);
+  std::string failure;
+  {
+    std::unique_lock lock(s->mutex);
+    s->idle.wait(lock, [&] { return !s->active && s->queue.empty(); });
+    failure = take(s->fault, "stream " + std::to_string(stream));
+  }
+  if (!failure.empty()) sdk::fail(GPUPLUG_STATUS_LAUNCH_FAILED, std::move(failure));
 }
 
 void Executor::synchronize() {
+  wait_all();
+  // Reports every pending failure at once (the first in full, the others counted), so that a
+  // device-wide synchronize leaves no failure behind to surprise a later call.
+  std::string first;
+  std::uint64_t others = 0;
+  const auto add = [&](std::string message) {
+    if (message.empty()) return;
+    if (first.empty())
+      first = std::move(message);
+    else
+      ++others;
+  };
+  if (default_fault_.pending.load(std::memory_order_relaxed)) {
+    std::lock_guard lock(default_fault_mutex_);
+    add(take(default_fault_, "the default stream"));
+  }
+  {
+    std::shared_lock streams_lock(streams_mutex_);
+    for (const auto& [id, s] : streams_) {
+      if (!s->fault.pending.load(std::memory_order_relaxed)) continue;
+      std::lock_guard lock(s->mutex);
+      add(take(s->fault, "stream " + std::to_string(id)));
+    }
+  }
+  if (first.empty()) return;
+  if (others != 0)
+    first += "; and failed launches on " + std::to_string(others) + " other stream" +
+             (others == 1 ? "" : "s") + " (reported together here)";
+  sdk::fail(GPUPLUG_STATUS_LAUNCH_FAILED, std::move(first));
+}
+
+void Executor::wait_all() {
   // Waits under the shared lock (no copy of the list, so the default-stream path allocates
   // nothing): drains never take streams_mutex_, and enqueueing takes it shared, so only
   // stream_create / stream_destroy wait for this.
@@ -342,7 +481,7 @@ void Executor::release(Stream& s) noexcept {
 
 void Executor::copy(std::uint64_t stream, void* dst, const void* src, std::size_t bytes) {
   if (stream == 0) {
-    synchronize();
+    wait_all();
     std::memmove(dst, src, bytes);
     return;
   }
@@ -351,24 +490,49 @@ void Executor::copy(std::uint64_t stream, void* dst, const void* src, std::size_
 
 void Executor::fill(std::uint64_t stream, void* dst, std::uint8_t value, std::size_t bytes) {
   if (stream == 0) {
-    synchronize();
+    wait_all();
     std::memset(dst, value, bytes);
     return;
   }
   enqueue(stream, Item{Item::Kind::fill, dst, nullptr, bytes, value, nullptr});
 }
 
-void Executor::launch(std::uint64_t stream, gpuplug_host_kernel_fn kernel, gpuplug_dim3_t grid,
-                      gpuplug_dim3_t block, std::uint32_t shared_bytes, void** params) {
+namespace {
+[[noreturn, gnu::cold]] void fail_earlier(std::string_view name, std::string earlier) {
+  sdk::fail(GPUPLUG_STATUS_LAUNCH_FAILED,
+            "launch of " + std::string(name) + " not run: an earlier launch failed: " + earlier);
+}
+}  // namespace
+
+void Executor::launch(std::uint64_t stream, gpuplug_host_kernel_fn kernel, const std::string& name,
+                      gpuplug_dim3_t grid, gpuplug_dim3_t block, std::uint32_t shared_bytes,
+                      void** params) {
   if (stream == 0) {
-    synchronize();
-    run_grid(kernel, grid, block, shared_bytes, params);
+    wait_all();
+    // One relaxed load on the hot path; the lock only when a failure is pending.
+    if (default_fault_.pending.load(std::memory_order_relaxed)) {
+      std::string earlier;
+      {
+        std::lock_guard lock(default_fault_mutex_);
+        earlier = take(default_fault_, "the default stream");
+      }
+      if (!earlier.empty()) fail_earlier(name, std::move(earlier));
+    }
+    run_grid(kernel, name, grid, block, shared_bytes, params, default_fault_);
     return;
   }
   std::shared_ptr<Stream> s = find(stream);
-  acquire(*s);
+  acquire(*s);  // from here this thread owns the stream: everything before it has run
   try {
-    run_grid(kernel, grid, block, shared_bytes, params);
+    if (s->fault.pending.load(std::memory_order_relaxed)) {
+      std::string earlier;
+      {
+        std::lock_guard lock(s->mutex);
+        earlier = take(s->fault, "stream " + std::to_string(stream));
+      }
+      if (!earlier.empty()) fail_earlier(name, std::move(earlier));
+    }
+    run_grid(kernel, name, grid, block, shared_bytes, params, s->fault);
   } catch (...) {
     release(*s);
     throw;

@@ -5,6 +5,7 @@
 
 #include <gpuplug/abi.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -13,6 +14,8 @@
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -71,9 +74,27 @@ class WorkerPool {
 /// Async copies and memsets on a stream other than 0 are queued and return at once; the host
 /// buffers they name must stay valid until the stream is synchronized.
 ///
+/// Kernel failures. A kernel that throws does not take the process down: every block catches,
+/// the first exception of a grid is recorded (blocks not yet started are skipped, as a faulting
+/// GPU grid stops; blocks already running finish) and the launch itself returns normally, as an
+/// asynchronous GPU launch would. The failure is then pending on the stream the launch was on
+/// (stream 0 has its own slot) and is reported exactly once, as sdk::Failure(LAUNCH_FAILED)
+/// naming the kernel, the block and the exception, by the first of:
+///  - synchronize_stream of that stream (for stream 0: synchronize, below);
+///  - synchronize, which reports (and clears) the pending failures of every stream at once;
+///  - the next launch on that stream, which is then not run (its message says so);
+///  - destroy_stream of that stream, which destroys the stream either way.
+/// Only the first failure of a stream is kept until it is reported; later ones (other blocks of
+/// that grid, later launches) are counted in its message. Once reported, the stream (and the device) work normally again: unlike CUDA's
+/// sticky context errors, one failed kernel does not poison the device, because the host
+/// executor's state is intact after an exception (the kernel's own data may not be).
+/// Copies and memsets never report kernel failures (they are not launches); the destructor
+/// waits without reporting.
+///
 /// Thread-safety: every member may be called concurrently, except that a stream may not be
 /// used while (or after) it is being destroyed. Errors: sdk::Failure(INVALID_ARGUMENT) for an
-/// unknown stream; std::bad_alloc when queueing runs out of memory.
+/// unknown stream; sdk::Failure(LAUNCH_FAILED) as above; std::bad_alloc when queueing runs out
+/// of memory.
 class Executor {
  public:
   explicit Executor(unsigned threads);
@@ -87,8 +108,9 @@ class Executor {
   std::uint64_t create_stream();
   /// Waits for the stream's work, then forgets it.
   void destroy_stream(std::uint64_t stream);
+  /// Waits for the stream's work, then reports its pending kernel failure (see above).
   void synchronize_stream(std::uint64_t stream);
-  /// Waits until every stream is idle.
+  /// Waits until every stream is idle, then reports every stream's pending kernel failure.
   void synchronize();
 
   /// memcpy(dst, src, bytes), ordered on `stream`.
@@ -96,8 +118,10 @@ class Executor {
   /// memset(dst, value, bytes), ordered on `stream`.
   void fill(std::uint64_t stream, void* dst, std::uint8_t value, std::size_t bytes);
   /// Runs `kernel` once per block of `grid` (see the class comment); returns when all ran.
-  void launch(std::uint64_t stream, gpuplug_host_kernel_fn kernel, gpuplug_dim3_t grid,
-              gpuplug_dim3_t block, std::uint32_t shared_bytes, void** params);
+  /// `name` ("module::function", already escaped for messages) must stay valid until then.
+  void launch(std::uint64_t stream, gpuplug_host_kernel_fn kernel, const std::string& name,
+              gpuplug_dim3_t grid, gpuplug_dim3_t block, std::uint32_t shared_bytes,
+              void** params);
 
  private:
   struct Handoff;
@@ -110,6 +134,16 @@ class Executor {
     std::uint8_t value;
     Handoff* handoff;  // Kind::handoff: the launch waiting for its turn
   };
+  /// A kernel failure waiting to be reported: the first message, and how many blocks or
+  /// launches failed after it before it was reported. `pending` mirrors !message.empty() so that the
+  /// launch path can look without taking the lock (one relaxed load).
+  struct Fault {
+    explicit Fault(std::mutex& guard) : mutex(guard) {}
+    std::mutex& mutex;         // the owner's mutex, which guards message and later
+    std::string message;       // guarded by mutex
+    std::uint64_t later = 0;   // guarded by mutex
+    std::atomic<bool> pending{false};
+  };
   /// Invariant: `active` is true while exactly one party (a drain job on the pool, or a
   /// launching thread) owns the stream's execution; it is false only when `queue` is empty.
   struct Stream {
@@ -117,6 +151,7 @@ class Executor {
     std::condition_variable idle;
     std::deque<Item> queue;
     bool active = false;
+    Fault fault{mutex};  // guarded by mutex (except fault.pending)
   };
   struct Grid;
 
@@ -124,18 +159,37 @@ class Executor {
   void enqueue(std::uint64_t stream, const Item& item);
   void acquire(Stream& s);           // waits for the stream's turn, then owns it
   void release(Stream& s) noexcept;  // gives ownership back (drains what queued meanwhile)
-  void run_grid(gpuplug_host_kernel_fn kernel, gpuplug_dim3_t grid, gpuplug_dim3_t block,
-                std::uint32_t shared_bytes, void** params);
+  /// Runs the grid; a block that throws records its failure on `fault` (under fault.mutex).
+  /// Few arguments on purpose: this is the launch path.
+  void run_grid(gpuplug_host_kernel_fn kernel, const std::string& name, gpuplug_dim3_t grid,
+                gpuplug_dim3_t block, std::uint32_t shared_bytes, void** params, Fault& fault);
+  /// Waits until every stream is idle; reports nothing (for stream 0 work and the destructor).
+  void wait_all();
+  /// Records `message` on `fault` (first one kept, later ones counted); caller holds its mutex.
+  static void record(Fault& fault, std::string message) noexcept;
+  /// The pending failure's message ("" when none), cleared; caller holds the fault's mutex.
+  static std::string take(Fault& fault, std::string_view where);
   static void wait_idle(Stream& s);
   static void drain(void* stream) noexcept;  // a pool job
   static void run(const Item& item) noexcept;
   static void help_grid(void* grid) noexcept;  // a pool job
+  /// Runs blocks of `g` until none is left. A block that throws is recorded on the grid (the
+  /// first one's message, later ones counted) and stops the grid: blocks not yet claimed are
+  /// skipped. Exceptions never leave: this runs on pool threads, where one would terminate.
+  static void run_blocks(Grid& g, void* shared) noexcept;
 
   WorkerPool pool_;
+  std::mutex default_fault_mutex_;
+  Fault default_fault_{default_fault_mutex_};  // stream 0's pending failure
   mutable std::shared_mutex streams_mutex_;
   std::map<std::uint64_t, std::shared_ptr<Stream>> streams_;  // guarded by streams_mutex_
   std::uint64_t next_stream_ = 1;                             // guarded by streams_mutex_
 };
+
+/// `text` for a message when it comes from a module or a file (untrusted for length and
+/// encoding): at most `max` bytes of it, escaped with support::escape_text (one line, no
+/// terminal controls, invalid UTF-8 as \xNN), with "... (N bytes in all)" when cut.
+std::string bounded_text(std::string_view text, std::size_t max);
 
 /// Worker threads for this machine: the CPUs this process may run on (at least 1).
 unsigned machine_threads() noexcept;

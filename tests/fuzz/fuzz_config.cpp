@@ -52,7 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       gpuplug::fuzz::broken("device_memory_limit parsed differently from parse_byte_size");
     }
     const auto dir = config.options.find("modules_dir");
-    if ((dir != config.options.end()) != config.modules_dir.has_value()) {
+    if ((dir != config.options.end()) != !config.modules_dirs.empty()) {
       gpuplug::fuzz::broken("modules_dir given and parsed disagree");
     }
     // Values are C strings: everything after an embedded NUL is not part of the option.

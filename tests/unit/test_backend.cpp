@@ -187,6 +187,25 @@ BOOST_AUTO_TEST_CASE(axpy_matches_the_reference) {
   gpu->free(dy);
 }
 
+// A KernelHandle is only good on the backend that resolved it: another host backend refuses
+// it (it would otherwise run code of a module, and name memory, that are the first one's).
+BOOST_AUTO_TEST_CASE(a_kernel_handle_of_another_host_backend_is_refused) {
+  const std::shared_ptr<gpuplug::GpuBackend> other = registry.create("host");
+  const gpuplug::KernelHandle mine = gpu->kernel("axpy", "axpy");
+  const gpuplug::KernelHandle theirs = other->kernel("axpy", "axpy");
+  const std::uint32_t n = 0;  // nothing to compute: only dispatch matters
+  const Error e = error_of([&] {
+    other->launch_args(mine, {1, 1, 1}, {1, 1, 1}, 0, {}, n, 1.0f, std::uint64_t{0},
+                       std::uint64_t{0});
+  });
+  BOOST_TEST(e.status() == Status::invalid_argument);
+  BOOST_TEST(contains(e.what(), "axpy::axpy"), e.what());
+  BOOST_TEST(contains(e.what(), "belongs to another backend instance"), e.what());
+  other->launch_args(theirs, {1, 1, 1}, {1, 1, 1}, 0, {}, n, 1.0f, std::uint64_t{0},
+                     std::uint64_t{0});
+  other->synchronize();
+}
+
 BOOST_AUTO_TEST_CASE(gemm_matches_the_reference) {
   constexpr std::uint32_t M = 37, N = 70, K = 29;  // no dimension a multiple of a tile
   const auto A = ramp(M * K, 0.25f, 0.1f);

@@ -8,7 +8,9 @@
 // test_conformance: tests/conformance/*_cases.cpp.
 
 #define BOOST_TEST_MODULE host_plugin
+#include <dlfcn.h>
 #include <sys/utsname.h>
+#include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -295,8 +297,9 @@ BOOST_AUTO_TEST_CASE(modules_dir_option_and_default) {
   d.ok(api().has_module(d.inst, "bad_n_tile", &has), "has_module");
   BOOST_TEST(has == 1);
   d.ok(api().has_module(d.inst, "gemm", &has), "has_module");
-  BOOST_TEST(has == 0);  // not in this modules_dir
+  BOOST_TEST(has == 1);  // the built-in folder is still searched, first
   BOOST_TEST(d.global("bad_n_tile", "gemm_f32_n_tile").second == 2u);
+  BOOST_TEST(d.published("gemm", "gemm_f32_n_tile") != 0u);  // the sample module, not the test one
 }
 
 BOOST_AUTO_TEST_CASE(every_block_runs_once_with_its_own_shared_memory) {
@@ -392,4 +395,295 @@ BOOST_AUTO_TEST_CASE(explicit_sweep_reports_what_it_freed) {
   BOOST_TEST(d.stats().total_frees == 2u);
   BOOST_TEST(contains(d.log.all(), "swept 2 unreleased allocations"), d.log.all());
   d.ok(api().sweep_unreleased(d.inst, nullptr), "empty sweep");
+}
+
+// ---- modules_dir with several folders -------------------------------------------------------
+
+namespace {
+
+/// A fresh empty folder under the temp dir, removed with its content at the end of the case.
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& tag) {
+    path = fs::temp_directory_path() /
+           ("gpuplug-host-" + tag + "-" + std::to_string(::getpid()) + "-" +
+            std::to_string(std::random_device{}()));
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(modules_dir_folders_are_searched_in_order_after_the_built_in_one) {
+  TempDir a("a"), b("b");
+  // "pick" is test_probe in folder a and bad_n_tile in folder b: which one loads shows the order.
+  fs::copy_file(kTestKernels / "test_probe.so", a.path / "pick.so");
+  fs::copy_file(kTestKernels / "bad_n_tile.so", b.path / "pick.so");
+  fs::copy_file(kTestKernels / "bad_n_tile.so", b.path / "only_b.so");
+  // b also holds an "axpy", shadowed by the built-in one.
+  fs::copy_file(kTestKernels / "bad_n_tile.so", b.path / "axpy.so");
+  Instance d(OptionList{{"modules_dir", a.path.string() + ":" + b.path.string()}});
+  BOOST_TEST(d.function("pick", "block_probe") != 0u);  // from a, the earlier folder
+  BOOST_TEST(d.global("only_b", "gemm_f32_n_tile").second == 2u);  // b is searched too
+  BOOST_TEST(d.function("gemm", "gemm_f32") != 0u);  // the built-in modules are still there
+  // The shadowed files are logged with both paths.
+  BOOST_TEST(d.log.count(GPUPLUG_LOG_WARNING, (b.path / "pick.so").string() + " is shadowed") ==
+                 1u,
+             d.log.all());
+  BOOST_TEST(d.log.count(GPUPLUG_LOG_WARNING, (a.path / "pick.so").string()) == 1u, d.log.all());
+  BOOST_TEST(d.function("axpy", "axpy") != 0u);  // the built-in axpy, not b's
+  BOOST_TEST(d.log.count(GPUPLUG_LOG_WARNING, (b.path / "axpy.so").string() + " is shadowed") ==
+                 1u,
+             d.log.all());
+  BOOST_TEST(d.log.count(GPUPLUG_LOG_WARNING, (kKernels / "axpy.so").lexically_normal().string()) ==
+                 1u,
+             d.log.all());
+  // A module found in one folder only is not "shadowed".
+  BOOST_TEST(d.log.count(GPUPLUG_LOG_WARNING, "only_b") == 0u, d.log.all());
+
+  std::uint64_t f = 0;
+  const std::string missing = d.expect(api().get_function(d.inst, "nosuch", "f", &f),
+                                       GPUPLUG_STATUS_NOT_FOUND, "a module in no folder");
+  BOOST_TEST(contains(missing, a.path.string() + ":" + b.path.string()), missing);
+}
+
+BOOST_AUTO_TEST_CASE(modules_dir_refuses_empty_elements_and_names_a_bad_folder) {
+  TempDir a("a");
+  gpuplug_instance_t inst = nullptr;
+  std::string error;
+  for (const std::string& value :
+       {a.path.string() + "::" + a.path.string(), ":" + a.path.string(), a.path.string() + ":",
+        std::string(":")}) {
+    BOOST_TEST_CONTEXT("modules_dir='" << value << "'") {
+      BOOST_TEST(try_create({{"modules_dir", value}}, &inst, &error) ==
+                 GPUPLUG_STATUS_INVALID_ARGUMENT);
+      BOOST_TEST(inst == nullptr);
+      BOOST_TEST(contains(error, "empty element"), error);
+      BOOST_TEST(contains(error, "current folder"), error);
+    }
+  }
+  BOOST_TEST(try_create({{"modules_dir", a.path.string() + ":/nonexistent/gpuplug"}}, &inst,
+                        &error) == GPUPLUG_STATUS_INVALID_ARGUMENT);
+  BOOST_TEST(contains(error, "folder 2 of 2 '/nonexistent/gpuplug': No such file or directory"),
+             error);
+  BOOST_TEST(try_create({{"modules_dir", "/etc/passwd:" + a.path.string()}}, &inst, &error) ==
+             GPUPLUG_STATUS_INVALID_ARGUMENT);
+  BOOST_TEST(contains(error, "folder 1 of 2 '/etc/passwd': not a folder"), error);
+  // A folder name with a terminal escape is shown escaped.
+  BOOST_TEST(try_create({{"modules_dir", a.path.string() + ":/no\x1b[31m"}}, &inst, &error) ==
+             GPUPLUG_STATUS_INVALID_ARGUMENT);
+  BOOST_TEST(!contains(error, "\x1b"), error);
+  BOOST_TEST(contains(error, "/no\\x1b[31m"), error);
+}
+
+// ---- modules loaded from files keep $ORIGIN; missing dependencies are named ------------------
+
+namespace {
+const fs::path kOriginKernels = GPUPLUG_TEST_HOST_ORIGIN_DIR;  // test_origin.so + its sibling
+constexpr const char* kSibling = "libgpuplug_test_sibling.so";
+}  // namespace
+
+// First in this group: once the sibling is loaded, glibc would match a later DT_NEEDED by soname.
+BOOST_AUTO_TEST_CASE(a_missing_dependency_is_named_not_invalid_image) {
+  BOOST_TEST_REQUIRE(::dlopen(kSibling, RTLD_LAZY | RTLD_NOLOAD) == nullptr);
+  TempDir alone("alone");
+  fs::copy_file(kOriginKernels / "test_origin.so", alone.path / "test_origin.so");
+  Instance d(OptionList{{"modules_dir", alone.path.string()}});
+  std::uint64_t f = 0;
+  const std::string from_file = d.expect(api().get_function(d.inst, "test_origin", "sibling_value", &f),
+                                         GPUPLUG_STATUS_NOT_FOUND, "sibling missing");
+  BOOST_TEST(contains(from_file, std::string("module test_origin needs ") + kSibling +
+                                     ", which was not found"),
+             from_file);
+  BOOST_TEST(contains(from_file, (alone.path / "test_origin.so").string()), from_file);
+  // From bytes as well (there $ORIGIN cannot help at all).
+  const auto image = read_file_or_fail(kOriginKernels / "test_origin.so");
+  const std::string from_bytes =
+      d.expect(api().load_module(d.inst, "bytes", image.data(), image.size()),
+               GPUPLUG_STATUS_NOT_FOUND, "sibling missing, from bytes");
+  BOOST_TEST(contains(from_bytes, std::string("module bytes needs ") + kSibling), from_bytes);
+}
+
+BOOST_AUTO_TEST_CASE(a_module_from_a_file_finds_its_sibling_through_origin) {
+  Instance d(OptionList{{"modules_dir", kOriginKernels.string()}});
+  const std::uint64_t f = d.function("test_origin", "sibling_value");
+  const std::uint64_t out = d.alloc(4);
+  void* params[] = {const_cast<std::uint64_t*>(&out)};
+  d.launch(f, dim(1), dim(1), params, "sibling_value");
+  BOOST_TEST(d.download<std::uint32_t>(out, 1)[0] == 20260u);
+  // A second instance gets its own copy of the module (private globals), still working.
+  Instance e(OptionList{{"modules_dir", kOriginKernels.string()}});
+  const std::uint64_t g = e.function("test_origin", "sibling_value");
+  const std::uint64_t out2 = e.alloc(4);
+  void* params2[] = {const_cast<std::uint64_t*>(&out2)};
+  e.launch(g, dim(1), dim(1), params2, "sibling_value in a second instance");
+  BOOST_TEST(e.download<std::uint32_t>(out2, 1)[0] == 20260u);
+  d.free(out);
+  e.free(out2);
+}
+
+// ---- kernel handles belong to their instance --------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(a_kernel_handle_from_another_instance_is_refused) {
+  Instance a, b;
+  const std::uint64_t fa = a.function("axpy", "axpy");
+  const std::uint64_t fb = b.function("axpy", "axpy");
+  BOOST_TEST(fa != fb);
+  std::uint32_t n = 0;  // nothing to do: n = 0
+  float alpha = 1.0f;
+  std::uint64_t x = b.alloc(4), y = b.alloc(4);
+  void* params[] = {&n, &alpha, &x, &y};
+  const std::string message = b.expect(api().launch(b.inst, fa, dim(1), dim(1), 0, 0, params),
+                                       GPUPLUG_STATUS_INVALID_ARGUMENT, "a's handle on b");
+  BOOST_TEST(contains(message, "axpy::axpy"), message);
+  BOOST_TEST(contains(message, "belongs to another backend instance"), message);
+  b.launch(fb, dim(1), dim(1), params, "b's own handle");
+  b.free(x);
+  b.free(y);
+}
+
+// ---- kernels that throw fail their launch, not the process ------------------------------------
+
+namespace {
+struct Throws {
+  Instance d{OptionList{{"threads", "4"}, {"modules_dir", kTestKernels.string()}}};
+  std::uint64_t runtime = d.function("test_throws", "throw_runtime");
+  std::uint64_t other = d.function("test_throws", "throw_other");
+  std::uint64_t hostile = d.function("test_throws", "throw_hostile");
+  std::uint64_t count = d.function("test_throws", "count");
+  std::uint64_t counter = d.alloc(4);
+
+  std::uint32_t counted() const { return d.download<std::uint32_t>(counter, 1)[0]; }
+  void reset() const { d.upload(counter, std::vector<std::uint32_t>{0}); }
+  /// Launches `count` over `blocks` blocks on `stream` and checks it ran every block.
+  void good_launch(std::uint64_t stream, std::uint32_t blocks = 16) const {
+    reset();
+    void* params[] = {const_cast<std::uint64_t*>(&counter)};
+    d.ok(api().launch(d.inst, count, dim(blocks), dim(1), 0, stream, params), "count");
+    d.ok(api().stream_synchronize(d.inst, stream), "synchronize after count");
+    BOOST_TEST(counted() == blocks);
+  }
+};
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(a_throwing_kernel_is_reported_once_at_the_next_synchronize, Throws) {
+  std::uint32_t fail_block = 3;
+  void* params[] = {&fail_block, &counter};
+  reset();
+  // The launch itself succeeds, as an asynchronous launch would; the failure is pending.
+  d.ok(api().launch(d.inst, runtime, dim(8), dim(1), 0, 0, params), "throw_runtime");
+  const std::string message =
+      d.expect(api().synchronize(d.inst), GPUPLUG_STATUS_LAUNCH_FAILED, "synchronize");
+  BOOST_TEST(contains(message, "the default stream: kernel test_throws::throw_runtime threw "
+                               "std::runtime_error in block (3, 0, 0): boom in block 3"),
+             message);
+  BOOST_TEST(counted() <= 7u);  // blocks not started when block 3 threw were skipped
+  d.ok(api().synchronize(d.inst), "reported once: the next synchronize succeeds");
+  good_launch(0);
+
+  // A type that is not a std::exception, every block throwing.
+  d.ok(api().launch(d.inst, other, dim(4), dim(1), 0, 0, params), "throw_other");
+  const std::string unknown =
+      d.expect(api().stream_synchronize(d.inst, 0), GPUPLUG_STATUS_LAUNCH_FAILED, "sync other");
+  BOOST_TEST(contains(unknown, "kernel test_throws::throw_other threw an exception that is not a "
+                               "std::exception"),
+             unknown);
+  BOOST_TEST(contains(unknown, "unknown exception"), unknown);
+  good_launch(0);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_hostile_exception_message_is_bounded_and_escaped, Throws) {
+  d.ok(api().launch(d.inst, hostile, dim(1), dim(1), 0, 0, nullptr), "throw_hostile");
+  const std::string message =
+      d.expect(api().synchronize(d.inst), GPUPLUG_STATUS_LAUNCH_FAILED, "synchronize");
+  BOOST_TEST(message.size() < 1200u, message.size());
+  BOOST_TEST(!contains(message, "\x1b"), message);
+  BOOST_TEST(!contains(message, "\n"), message);
+  BOOST_TEST(contains(message, "evil\\x1b[31mred\\nforged log line\\xff\\xfe"), message);
+  BOOST_TEST(contains(message, "(100030 bytes in all)"), message);
+  good_launch(0);
+}
+
+BOOST_FIXTURE_TEST_CASE(on_a_stream_the_next_launch_reports_it_and_is_not_run, Throws) {
+  const std::uint64_t s = d.stream();
+  std::uint32_t fail_block = 0;
+  void* params[] = {&fail_block, &counter};
+  d.ok(api().launch(d.inst, runtime, dim(2), dim(1), 0, s, params), "throw_runtime");
+  d.ok(api().launch(d.inst, runtime, dim(2), dim(1), 0, 0, params), "default stream");
+  reset();
+  void* count_params[] = {&counter};
+  const std::string earlier =
+      d.expect(api().launch(d.inst, count, dim(4), dim(1), 0, s, count_params),
+               GPUPLUG_STATUS_LAUNCH_FAILED, "launch after the failure");
+  BOOST_TEST(contains(earlier, "launch of test_throws::count not run"), earlier);
+  BOOST_TEST(contains(earlier, "stream " + std::to_string(s) + ": kernel test_throws::throw_runtime"),
+             earlier);
+  BOOST_TEST(counted() == 0u);  // it did not run
+  good_launch(s);               // reported once: the stream works again
+  // The default stream's failure is still pending, independently.
+  const std::string other =
+      d.expect(api().synchronize(d.inst), GPUPLUG_STATUS_LAUNCH_FAILED, "default stream");
+  BOOST_TEST(contains(other, "the default stream"), other);
+  // Destroying a stream reports what is pending on it, and the stream is gone either way.
+  d.ok(api().launch(d.inst, runtime, dim(2), dim(1), 0, s, params), "throw_runtime again");
+  d.expect(api().stream_destroy(d.inst, s), GPUPLUG_STATUS_LAUNCH_FAILED, "stream_destroy");
+  d.expect(api().stream_synchronize(d.inst, s), GPUPLUG_STATUS_INVALID_ARGUMENT, "destroyed");
+  d.ok(api().synchronize(d.inst), "nothing left pending");
+}
+
+BOOST_FIXTURE_TEST_CASE(failures_on_concurrent_streams_stay_on_their_stream, Throws) {
+  constexpr int kThreads = 6, kRounds = 40;
+  std::vector<std::thread> threads;
+  std::vector<std::string> problems(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::uint64_t s = 0;
+      if (api().stream_create(d.inst, &s) != GPUPLUG_STATUS_SUCCESS) {
+        problems[t] = "stream_create failed";
+        return;
+      }
+      std::uint64_t ran = 0;
+      if (api().alloc(d.inst, 4, "ran", &ran) != GPUPLUG_STATUS_SUCCESS) {
+        problems[t] = "alloc failed";
+        return;
+      }
+      for (int r = 0; r < kRounds && problems[t].empty(); ++r) {
+        const std::uint32_t zero = 0;
+        api().copy_h2d(d.inst, ran, &zero, 4);
+        if (r % 2 == 0) {
+          // Block t of 8 throws; the message must name this thread's block.
+          std::uint32_t fail_block = static_cast<std::uint32_t>(t);
+          void* params[] = {&fail_block, &ran};
+          if (api().launch(d.inst, runtime, dim(8), dim(1), 0, s, params) != GPUPLUG_STATUS_SUCCESS)
+            problems[t] = "throwing launch refused: " + d.last_error();
+          else if (api().stream_synchronize(d.inst, s) != GPUPLUG_STATUS_LAUNCH_FAILED)
+            problems[t] = "round " + std::to_string(r) + ": no LAUNCH_FAILED";
+          else if (!contains(d.last_error(),
+                             "stream " + std::to_string(s) + ": kernel test_throws::throw_runtime "
+                             "threw std::runtime_error in block (" + std::to_string(t)))
+            problems[t] = "wrong message: " + d.last_error();
+        } else {
+          void* params[] = {&ran};
+          std::uint32_t n = 0;
+          if (api().launch(d.inst, count, dim(8), dim(1), 0, s, params) != GPUPLUG_STATUS_SUCCESS ||
+              api().stream_synchronize(d.inst, s) != GPUPLUG_STATUS_SUCCESS)
+            problems[t] = "round " + std::to_string(r) + ": good kernel failed: " + d.last_error();
+          else if (api().copy_d2h(d.inst, &n, ran, 4) != GPUPLUG_STATUS_SUCCESS || n != 8)
+            problems[t] = "round " + std::to_string(r) + ": count ran " + std::to_string(n);
+        }
+      }
+      api().free(d.inst, ran);
+      api().stream_destroy(d.inst, s);
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) BOOST_TEST(problems[t].empty(), "thread " << t << ": " << problems[t]);
+  d.ok(api().synchronize(d.inst), "nothing pending at the end");
+  good_launch(0);
 }
