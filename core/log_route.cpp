@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/log/attributes/attribute_set.hpp>
 #include <boost/log/attributes/constant.hpp>
@@ -17,6 +18,7 @@
 #include <boost/smart_ptr/make_shared_object.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <iostream>
 #include <mutex>
@@ -106,10 +108,12 @@ void print_like_default_sink(const blog::record_view& rec) {
                           .count();
   std::tm tm{};
   ::localtime_r(&seconds, &tm);
-  std::fprintf(stdout, "[%04d-%02d-%02d %02d:%02d:%02d.%06ld] [0x%016lx] [%s] %s\n",
+  const char* level = trivial::to_string(severity);
+  const int pad = std::max(0, 7 - static_cast<int>(std::strlen(level)));  // "[info]    text"
+  std::fprintf(stdout, "[%04d-%02d-%02d %02d:%02d:%02d.%06ld] [0x%016lx] [%s]%*s %s\n",
                tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-               static_cast<long>(micros), static_cast<unsigned long>(::pthread_self()),
-               trivial::to_string(severity), message ? message->c_str() : "");
+               static_cast<long>(micros), static_cast<unsigned long>(::pthread_self()), level, pad,
+               "", message ? message->c_str() : "");
 }
 
 class DefaultSinkStandIn final : public blog::sinks::sink {

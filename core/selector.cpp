@@ -37,6 +37,17 @@ std::string_view trim(std::string_view s) noexcept {
 
 SelectorItem parse_item(std::string_view selector, std::string_view element) {
   SelectorItem item;
+  if (const auto eq = element.find('='); eq != std::string_view::npos) {
+    // "host!opt=bad": a selector names backends only; say where options go instead of
+    // complaining about a bad character.
+    const auto start = element.find_last_of("!:", eq);
+    const std::string_view option =
+        element.substr(start == std::string_view::npos ? 0 : start + 1);
+    bad(selector, element,
+        "holds an option ('" + std::string(option) +
+            "'); options are not part of a selector: pass them as gpuplug::Options to "
+            "select() or create()");
+  }
   std::string_view rest = element;
   if (!rest.empty() && rest.back() == '!') {
     item.required = true;

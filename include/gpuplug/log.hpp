@@ -35,9 +35,9 @@ using LogCallback =
 /// restores the default (docs/logging.md). While a callback is set gpuplug touches neither the
 /// Boost.Log core nor stderr. Thread-safe: it may be called while other threads log; a call that
 /// started before it returns may still finish in the previous callback, which stays alive until
-/// then. The callback may be called from any thread, concurrently, and must not call
-/// set_log_callback itself. An exception it throws is caught and the record dropped (the first
-/// such failure is reported once on stderr, since the callback cannot report it).
+/// then. The callback may be called from any thread, concurrently; no gpuplug lock is held while
+/// it runs. An exception it throws is caught and the record dropped (the first such failure is
+/// reported once on stderr, since the callback cannot report it).
 void set_log_callback(LogCallback callback);
 
 /// Logs `message` from `channel` when `level` is at or above log_level(): to the callback when

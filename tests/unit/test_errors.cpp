@@ -108,6 +108,11 @@ BOOST_AUTO_TEST_CASE(malformed_selectors_and_bad_options_are_invalid_argument) {
   for (const char* s : {"", "host:x", "Host", "host,,cuda", "host!opt=bad"}) {
     BOOST_TEST_CONTEXT(s) { error_of([&] { registry.create(s); }, Status::invalid_argument); }
   }
+  // An option written into the selector is named as an option, with where options go.
+  const Error in_selector =
+      error_of([&] { registry.create("host!opt=bad"); }, Status::invalid_argument);
+  BOOST_TEST(contains(in_selector.what(), "holds an option ('opt=bad')"), in_selector.what());
+  BOOST_TEST(contains(in_selector.what(), "gpuplug::Options"), in_selector.what());
   const gpuplug::Options bad{{"no_such_option", "1"}};
   for (const char* s : {"host", "auto", "fake_missing,host", "host!"}) {
     BOOST_TEST_CONTEXT(s) {

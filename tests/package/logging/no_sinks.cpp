@@ -27,7 +27,9 @@ int main() {
   checks.expect_count(stderr_text, std::string("[gpuplug warning] ") + logging_test::registry_warning,
                       1, "stderr");
   checks.expect_count(stderr_text, "[gpuplug warning] app-test: a public warning", 1, "stderr");
-  checks.expect_count(stdout_text, "gpuplug", 0, "stdout");      // not through the default sink
+  // Not through the default sink (stdout) as well.
+  checks.expect_count(stdout_text, "relative GPUPLUG_PLUGIN_PATH", 0, "stdout");
+  checks.expect_count(stdout_text, "a public warning", 0, "stdout");
   checks.expect_count(stderr_text, "app record", 0, "stderr");  // the app's records stay its own
   return checks.exit_status();
 }
