@@ -135,6 +135,12 @@ class DefaultSinkStandIn final : public blog::sinks::sink {
 
   void flush() override { std::fflush(stdout); }
 
+  /// A new question: records it takes from now on wait for its answer.
+  void begin() {
+    std::lock_guard lock(mutex_);
+    app_has_sinks_.reset();
+  }
+
   /// Records the answer and prints what was held when the default sink would have had it.
   void settle(bool app_has_sinks) {
     std::vector<blog::record_view> held;
@@ -157,10 +163,11 @@ class DefaultSinkStandIn final : public blog::sinks::sink {
 /// Whether an application sink takes `attrs`, or at least takes gpuplug's errors.
 enum class Answer { takes_this_record, takes_gpuplug_records, none };
 
-Answer ask_the_core(const blog::attribute_set& attrs) {
+Answer ask_the_core(const blog::attribute_set& attrs,
+                    const boost::shared_ptr<DefaultSinkStandIn>& stand_in) {
   const blog::core_ptr core = blog::core::get();
-  const auto stand_in = boost::make_shared<DefaultSinkStandIn>();
   Answer answer = Answer::none;
+  stand_in->begin();
   core->add_sink(stand_in);
   try {
     asking = true;
@@ -186,10 +193,18 @@ struct RouteState {
   std::mutex asking_mutex;  // one question at a time: two stand-ins would print a record twice
   std::atomic<bool> app_has_sinks{false};
   std::mutex stderr_mutex;  // one line at a time
+  // One stand-in for every question, alive for the whole process: a record another thread opened
+  // during a question holds only a weak reference to it and is pushed after the question ended;
+  // a stand-in destroyed by then would make the core drop that record.
+  boost::shared_ptr<DefaultSinkStandIn> stand_in;
 };
 
-RouteState& route_state() noexcept {
-  static RouteState* const s = new RouteState;  // never deleted: used by late destructors
+RouteState& route_state() {
+  static RouteState* const s = [] {
+    auto* st = new RouteState;  // never deleted: used by late destructors
+    st->stand_in = boost::make_shared<DefaultSinkStandIn>();
+    return st;
+  }();
   return *s;
 }
 
@@ -217,7 +232,7 @@ void route_record(LogLevel level, std::string_view channel, std::string_view mes
     if (!st.app_has_sinks.load(std::memory_order_acquire)) {
       std::unique_lock lock(st.asking_mutex);
       if (!st.app_has_sinks.load(std::memory_order_relaxed)) {
-        const Answer answer = ask_the_core(attrs);
+        const Answer answer = ask_the_core(attrs, st.stand_in);
         if (answer == Answer::none) {
           lock.unlock();
           write_stderr_line(level, channel, message);
