@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Logging's front: the level (GPUPLUG_LOG), the application's callback, and the one log() that
 // hands each record to the callback or to the default route (core/log_route.cpp).
-#include <gpuplug/log.hpp>
-
 #include <atomic>
+#include <gpuplug/log.hpp>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -58,7 +57,8 @@ LogState& state() noexcept {
 }
 
 bool passes(const LogState& st, LogLevel level) noexcept {
-  return level != LogLevel::off && static_cast<int>(level) >= st.level.load(std::memory_order_relaxed);
+  return level != LogLevel::off &&
+         static_cast<int>(level) >= st.level.load(std::memory_order_relaxed);
 }
 
 /// Sends one record that passed the level to the callback, or else along the default route.
@@ -141,7 +141,8 @@ void log(LogLevel level, std::string_view channel, std::string_view message) noe
   if (!st.pending_warning.empty()) {
     try {
       std::call_once(st.pending_said, [&st] {
-        if (passes(st, LogLevel::warning)) dispatch(st, LogLevel::warning, "log", st.pending_warning);
+        if (passes(st, LogLevel::warning))
+          dispatch(st, LogLevel::warning, "log", st.pending_warning);
       });
     } catch (...) {
       // call_once can only throw what the warning's dispatch does not: nothing to do.

@@ -63,7 +63,8 @@ blog::attribute_set record_attributes(LogLevel level, std::string_view channel) 
   blog::attribute_set attrs;
   attrs.insert(gpuplug_severity_attr, blog::attributes::constant<LogLevel>(level));
   attrs.insert(gpuplug_channel_attr, blog::attributes::constant<std::string>(std::string(channel)));
-  attrs.insert(severity_attr, blog::attributes::constant<trivial::severity_level>(trivial_level(level)));
+  attrs.insert(severity_attr,
+               blog::attributes::constant<trivial::severity_level>(trivial_level(level)));
   attrs.insert(channel_attr, blog::attributes::constant<std::string>(channel_value));
   return attrs;
 }
@@ -103,8 +104,8 @@ void print_like_default_sink(const blog::record_view& rec) {
   const auto message = blog::extract<std::string>("Message", rec.attribute_values());
   const auto now = std::chrono::system_clock::now();
   const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
-  const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
-                          now.time_since_epoch() % std::chrono::seconds(1))
+  const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch() %
+                                                                            std::chrono::seconds(1))
                           .count();
   std::tm tm{};
   ::localtime_r(&seconds, &tm);
@@ -118,7 +119,9 @@ void print_like_default_sink(const blog::record_view& rec) {
 
 class DefaultSinkStandIn final : public blog::sinks::sink {
  public:
-  DefaultSinkStandIn() : sink(/*cross_thread=*/false) {}
+  // cross_thread: records may be held and printed by the thread that asked, after the logging
+  // thread moved on, so the core must detach them from that thread's attributes first.
+  DefaultSinkStandIn() : sink(/*cross_thread=*/true) {}
 
   bool will_consume(const blog::attribute_value_set&) override { return !asking; }
 
@@ -156,8 +159,8 @@ class DefaultSinkStandIn final : public blog::sinks::sink {
 
  private:
   std::mutex mutex_;
-  std::optional<bool> app_has_sinks_;      // guarded by mutex_; unset until settle()
-  std::vector<blog::record_view> held_;    // guarded by mutex_
+  std::optional<bool> app_has_sinks_;    // guarded by mutex_; unset until settle()
+  std::vector<blog::record_view> held_;  // guarded by mutex_
 };
 
 /// Whether an application sink takes `attrs`, or at least takes gpuplug's errors.

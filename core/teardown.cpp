@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Teardown: releases a model's resources in reverse order of adding, past failures, one error
 // that keeps each failure's own status.
-#include <gpuplug/teardown.hpp>
 #include <gpuplug/backend.hpp>
-#include <gpuplug/types.hpp>
 #include <gpuplug/support/failures.hpp>
-
+#include <gpuplug/teardown.hpp>
+#include <gpuplug/types.hpp>
 #include <string>
 #include <utility>
 

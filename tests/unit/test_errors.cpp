@@ -64,8 +64,8 @@ BOOST_FIXTURE_TEST_CASE(a_plugin_failure_names_its_operation_once, Registry) {
   auto gpu = registry.create("host");
   const auto p = gpu->alloc(64, "test");
   std::vector<char> host(128);
-  const Error e = error_of([&] { gpu->copy_h2d(p, host.data(), host.size()); },
-                           Status::invalid_argument);
+  const Error e =
+      error_of([&] { gpu->copy_h2d(p, host.data(), host.size()); }, Status::invalid_argument);
   BOOST_TEST(e.operation() == "copy_h2d");
   BOOST_TEST(e.backend() == "host:0");
   const std::string what = e.what();
@@ -73,8 +73,11 @@ BOOST_FIXTURE_TEST_CASE(a_plugin_failure_names_its_operation_once, Registry) {
   BOOST_TEST(!contains(e.message(), "copy_h2d"), e.message());
   gpu->free(p);
 
-  const Error create = error_of([&] { registry.create("host", {{"no_such_option", "1"}}); },
-                                Status::invalid_argument);
+  const Error create = error_of(
+      [&] {
+        registry.create("host", {{"no_such_option", "1"}});
+      },
+      Status::invalid_argument);
   BOOST_TEST(create.operation() == "create");
   BOOST_TEST(occurrences(create.what(), "create:") == 1u, create.what());
 }
@@ -85,7 +88,9 @@ BOOST_FIXTURE_TEST_SUITE(selection_statuses, Registry)
 
 BOOST_AUTO_TEST_CASE(unknown_name_is_not_found) {
   for (const char* s : {"nosuch", "nosuch!", "nosuch,nosuch2"}) {
-    BOOST_TEST_CONTEXT(s) { error_of([&] { registry.create(s); }, Status::not_found); }
+    BOOST_TEST_CONTEXT(s) {
+      error_of([&] { registry.create(s); }, Status::not_found);
+    }
   }
 }
 
@@ -100,13 +105,17 @@ BOOST_AUTO_TEST_CASE(an_absent_device_is_not_found) {
 
 BOOST_AUTO_TEST_CASE(an_unusable_driver_is_unavailable) {
   for (const char* s : {"fake_missing", "fake_missing!", "fake_missing!,host", "abi2"}) {
-    BOOST_TEST_CONTEXT(s) { error_of([&] { registry.create(s); }, Status::unavailable); }
+    BOOST_TEST_CONTEXT(s) {
+      error_of([&] { registry.create(s); }, Status::unavailable);
+    }
   }
 }
 
 BOOST_AUTO_TEST_CASE(malformed_selectors_and_bad_options_are_invalid_argument) {
   for (const char* s : {"", "host:x", "Host", "host,,cuda", "host!opt=bad"}) {
-    BOOST_TEST_CONTEXT(s) { error_of([&] { registry.create(s); }, Status::invalid_argument); }
+    BOOST_TEST_CONTEXT(s) {
+      error_of([&] { registry.create(s); }, Status::invalid_argument);
+    }
   }
   // An option written into the selector is named as an option, with where options go.
   const Error in_selector =
@@ -161,8 +170,11 @@ BOOST_FIXTURE_TEST_CASE(an_error_from_gpuplug_backend_names_the_variable, Regist
   }
   {
     ScopedEnv env("GPUPLUG_BACKEND", "host");
-    const Error e = error_of([&] { registry.create("auto", {{"no_such_option", "1"}}); },
-                             Status::invalid_argument);
+    const Error e = error_of(
+        [&] {
+          registry.create("auto", {{"no_such_option", "1"}});
+        },
+        Status::invalid_argument);
     BOOST_TEST(contains(e.what(), "GPUPLUG_BACKEND='host'"), e.what());
   }
 }

@@ -71,8 +71,8 @@ class Checks {
   void expect_count(const std::string& text, const std::string& part, std::size_t n,
                     const std::string& where) {
     expect(count(text, part) == n,
-           where + " has '" + part + "' " + std::to_string(count(text, part)) + " times, expected " +
-               std::to_string(n),
+           where + " has '" + part + "' " + std::to_string(count(text, part)) +
+               " times, expected " + std::to_string(n),
            text);
   }
   int exit_status() const {

@@ -24,8 +24,8 @@ int main() {
 
   checks.expect_count(stdout_text, "app record before gpuplug", 1, "stdout");
   checks.expect_count(stdout_text, "app record after gpuplug", 1, "stdout");
-  checks.expect_count(stderr_text, std::string("[gpuplug warning] ") + logging_test::registry_warning,
-                      1, "stderr");
+  checks.expect_count(
+      stderr_text, std::string("[gpuplug warning] ") + logging_test::registry_warning, 1, "stderr");
   checks.expect_count(stderr_text, "[gpuplug warning] app-test: a public warning", 1, "stderr");
   // Not through the default sink (stdout) as well.
   checks.expect_count(stdout_text, "relative GPUPLUG_PLUGIN_PATH", 0, "stdout");

@@ -31,10 +31,9 @@ int main() {
   backend->auto_flush(true);
   using sink_t = blog::sinks::synchronous_sink<blog::sinks::text_ostream_backend>;
   auto sink = boost::make_shared<sink_t>(backend);
-  sink->set_formatter(expr::stream << "<" << blog::trivial::severity << "> "
-                                   << expr::attr<std::string>("Channel") << "/"
-                                   << expr::attr<std::string>("gpuplug.Channel") << ": "
-                                   << expr::smessage);
+  sink->set_formatter(
+      expr::stream << "<" << blog::trivial::severity << "> " << expr::attr<std::string>("Channel")
+                   << "/" << expr::attr<std::string>("gpuplug.Channel") << ": " << expr::smessage);
   blog::core::get()->add_sink(sink);
 
   BOOST_LOG_TRIVIAL(info) << "app record";

@@ -28,8 +28,8 @@ int main() {
   auto backend = boost::make_shared<blog::sinks::text_ostream_backend>();
   backend->add_stream(stream);
   backend->auto_flush(true);
-  auto sink = boost::make_shared<blog::sinks::synchronous_sink<blog::sinks::text_ostream_backend>>(
-      backend);
+  auto sink =
+      boost::make_shared<blog::sinks::synchronous_sink<blog::sinks::text_ostream_backend>>(backend);
   sink->set_filter(trivial::severity >= trivial::warning);
   sink->set_formatter(expr::stream << "[" << trivial::severity << "] " << expr::smessage);
   blog::core::get()->add_sink(sink);
