@@ -193,7 +193,7 @@ Answer ask_the_core(const blog::attribute_set& attrs,
 // routes through the core from then on without asking again (an application that later removes
 // all its sinks gets gpuplug's records from Boost.Log's default sink, on stdout).
 struct RouteState {
-  std::mutex asking_mutex;  // one question at a time: two stand-ins would print a record twice
+  std::mutex asking_mutex;  // one question at a time: the stand-in holds one answer
   std::atomic<bool> app_has_sinks{false};
   std::mutex stderr_mutex;  // one line at a time
   // One stand-in for every question, alive for the whole process: a record another thread opened
