@@ -12,10 +12,10 @@ namespace {
 // "load_module_file: module axpy: cannot read '/x/axpy.so': <reason>"
 [[noreturn]] void file_error(std::string_view backend, Status status, std::string_view module,
                              const std::filesystem::path& file, std::string_view reason) {
-  std::string message = "load_module_file: module ";
+  std::string message = "module ";
   message.append(module).append(": cannot read '").append(file.string()).append("': ");
   message.append(reason);
-  throw Error(status, std::string(backend), std::move(message));
+  throw Error(status, std::string(backend), "load_module_file", std::move(message));
 }
 }  // namespace
 

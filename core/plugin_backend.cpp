@@ -49,7 +49,7 @@ PluginBackend::PluginBackend(std::shared_ptr<const boost::dll::shared_library> l
     std::string why = support::fixed_string(error, sizeof error);
     if (why.empty()) why = "the plugin gave no reason";
     throw Error(st != GPUPLUG_STATUS_SUCCESS ? static_cast<Status>(st) : Status::internal, name_,
-                "create: " + why);
+                "create", why);
   }
   log(LogLevel::debug, name_, "created");
 }
@@ -99,7 +99,6 @@ std::string PluginBackend::last_error() const {
 }
 
 void PluginBackend::throw_status(gpuplug_status_t status, std::string_view operation) const {
-  std::string message(operation);
   std::string why;
   try {
     why = last_error();
@@ -107,13 +106,9 @@ void PluginBackend::throw_status(gpuplug_status_t status, std::string_view opera
     // No memory for the plugin's message: the status still reaches the caller as an Error.
     why = "(no memory to read the plugin's message)";
   }
-  message.append(": ");
-  if (why.empty()) {
-    message.append("failed (").append(to_string(static_cast<Status>(status))).append(")");
-  } else {
-    message.append(why);
-  }
-  throw Error(static_cast<Status>(status), name_, std::move(message));
+  // The plugin's message often starts with the operation too; Error shows it once.
+  if (why.empty()) why = "failed (" + to_string(static_cast<Status>(status)) + ")";
+  throw Error(static_cast<Status>(status), name_, std::string(operation), std::move(why));
 }
 
 // ---- memory -------------------------------------------------------------------------------------
@@ -175,8 +170,8 @@ Stream PluginBackend::create_stream() {
 
 void PluginBackend::destroy_stream(Stream stream) {
   if (stream.value == 0) {
-    throw Error(Status::invalid_argument, name_,
-                "stream_destroy: the default stream cannot be destroyed");
+    throw Error(Status::invalid_argument, name_, "stream_destroy",
+                "the default stream cannot be destroyed");
   }
   check(table_.stream_destroy(instance_, stream.value), "stream_destroy");
 }
@@ -193,8 +188,8 @@ void PluginBackend::synchronize() { check(table_.synchronize(instance_), "synchr
 /// (and could name another module), so it is refused here, naming the operation.
 std::string PluginBackend::c_name(std::string_view name, const char* op, const char* what) const {
   if (name.find('\0') != std::string_view::npos)
-    throw Error(Status::invalid_argument, name_,
-                std::string(op) + ": the " + what + " name contains a NUL byte");
+    throw Error(Status::invalid_argument, name_, op,
+                std::string("the ") + what + " name contains a NUL byte");
   return std::string(name);
 }
 
@@ -225,8 +220,8 @@ KernelHandle PluginBackend::kernel(std::string_view module, std::string_view fun
   std::uint64_t out = 0;
   check(table_.get_function(instance_, m.c_str(), f.c_str(), &out), "get_function");
   if (out == 0) {
-    throw Error(Status::internal, name_,
-                "get_function: the plugin returned a null handle for " + m + "::" + f);
+    throw Error(Status::internal, name_, "get_function",
+                "the plugin returned a null handle for " + m + "::" + f);
   }
   return KernelHandle{out};
 }
@@ -243,8 +238,8 @@ std::optional<DeviceSymbol> PluginBackend::device_symbol(std::string_view module
     // error): tell them apart on this cold path only.
     std::string why = last_error();
     if (!has_module(module)) {
-      throw Error(Status::not_found, name_,
-                  "get_global: " + (why.empty() ? "module " + m + " not found" : why));
+      throw Error(Status::not_found, name_, "get_global",
+                  why.empty() ? "module " + m + " not found" : why);
     }
     return std::nullopt;
   }
@@ -303,7 +298,7 @@ std::string PluginBackend::alloc_report(std::size_t top_n) {
     text.resize(::strnlen(text.c_str(), text.size() - 1));
     return text;
   } catch (const std::bad_alloc&) {
-    throw Error(Status::out_of_memory, name_, "alloc_report: out of memory");
+    throw Error(Status::out_of_memory, name_, "alloc_report", "out of memory");
   }
 }
 

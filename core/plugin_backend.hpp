@@ -21,7 +21,7 @@ namespace gpuplug::detail {
 class PluginBackend final : public GpuBackend {
  public:
   /// Calls table.create(ordinal, options, services). Throws Error(status, "<plugin>:<ordinal>",
-  /// "create: <plugin's message>") when the plugin refuses.
+  /// "create", <plugin's message>) when the plugin refuses.
   PluginBackend(std::shared_ptr<const boost::dll::shared_library> library,
                 const gpuplug_plugin_v1& table, std::uint32_t ordinal, const Options& options);
   /// Releases the OpCache (failures logged), then destroys the plugin instance. Never throws.
@@ -62,7 +62,8 @@ class PluginBackend final : public GpuBackend {
   // For the optional-slot thunks and defaults.
   const gpuplug_plugin_v1& table() const noexcept { return table_; }
   gpuplug_instance_t instance() const noexcept { return instance_; }
-  /// Throws Error(status, name(), "<operation>: <plugin's last_error>") unless status is success.
+  /// Throws Error(status, name(), operation, <plugin's last_error>) unless status is success; the
+  /// message does not repeat the operation even when the plugin's does.
   void check(gpuplug_status_t status, std::string_view operation) const {
     if (status != GPUPLUG_STATUS_SUCCESS) [[unlikely]]
       throw_status(status, operation);

@@ -64,9 +64,8 @@ std::size_t forward_report(const PluginBackend& b, std::uint32_t top_n, char* bu
 }
 
 [[noreturn]] void unsupported(const PluginBackend& b, std::string_view operation) {
-  std::string message(operation);
-  message.append(": not supported by the ").append(b.plugin_name()).append(" plugin");
-  throw Error(Status::unsupported, std::string(b.name()), std::move(message));
+  throw Error(Status::unsupported, std::string(b.name()), std::string(operation),
+              "not supported by the " + std::string(b.plugin_name()) + " plugin");
 }
 
 gpuplug_status_t default_alloc_managed(const PluginBackend& b, std::uint64_t, const char*,

@@ -258,6 +258,7 @@ struct PluginRegistry::Impl {
   mutable std::mutex mutex;
   std::vector<PluginEntry> entries;  // discovery order; guarded by mutex
   std::set<std::string> logged;      // fallbacks already logged (each is logged once)
+  bool discovered = false;           // discover() or add_plugin_file() ran; guarded by mutex
 };
 
 PluginRegistry::PluginRegistry() : impl_(std::make_unique<Impl>()) {}
@@ -283,6 +284,7 @@ void PluginRegistry::discover(const DiscoveryOptions& options) {
   for (const PluginEntry& e : found) log_entry(e);
   std::lock_guard lock(impl_->mutex);
   impl_->entries = std::move(found);
+  impl_->discovered = true;
 }
 
 PluginInfo PluginRegistry::add_plugin_file(const fs::path& file, const DiscoveryOptions& options) {
@@ -296,6 +298,7 @@ PluginInfo PluginRegistry::add_plugin_file(const fs::path& file, const Discovery
   std::vector<PluginEntry> probed = probe_all({{file, canonical}}, probe_settings(options));
   log_entry(probed.front());
   std::lock_guard lock(impl_->mutex);
+  impl_->discovered = true;
   for (const PluginEntry& e : impl_->entries) {
     if (e.canonical == canonical) return e.info;  // added meanwhile by another thread
   }
@@ -323,9 +326,18 @@ Selection PluginRegistry::select(std::string_view selector, const Options& optio
   // lock; the entries share their LoadedPlugin with the snapshot, so a library loaded for it
   // stays with the registry's entry.
   std::vector<PluginEntry> snapshot;
+  bool discovered = false;
   {
     std::lock_guard lock(impl_->mutex);
     snapshot = impl_->entries;
+    discovered = impl_->discovered;
+  }
+  if (!discovered) {
+    // The registry knows no plugin until it has looked: say so instead of "unknown backend".
+    parse_selector(selector);  // a malformed selector is still reported as such
+    throw Error(Status::not_found, "",
+                "no plugins discovered: call discover() first (selector '" + std::string(selector) +
+                    "')");
   }
   detail::SelectionOutcome outcome = detail::select_backend(selector, snapshot, options);
   if (auto& fallback = outcome.fallback) {

@@ -3,6 +3,7 @@
 // SelectorItems) and the policy that turns one into a backend over the discovered plugins.
 #include "selector.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <gpuplug/support/plugin_name.hpp>
 #include <gpuplug/support/text.hpp>
@@ -36,6 +37,17 @@ std::string_view trim(std::string_view s) noexcept {
 
 SelectorItem parse_item(std::string_view selector, std::string_view element) {
   SelectorItem item;
+  if (const auto eq = element.find('='); eq != std::string_view::npos) {
+    // "host!opt=bad": a selector names backends only; say where options go instead of
+    // complaining about a bad character.
+    const auto start = element.find_last_of("!:", eq);
+    const std::string_view option =
+        element.substr(start == std::string_view::npos ? 0 : start + 1);
+    bad(selector, element,
+        "holds an option ('" + std::string(option) +
+            "'); options are not part of a selector: pass them as gpuplug::Options to "
+            "select() or create()");
+  }
   std::string_view rest = element;
   if (!rest.empty() && rest.back() == '!') {
     item.required = true;
@@ -103,13 +115,30 @@ constexpr std::string_view channel = "registry";
 
 bool is_host(std::string_view name) { return name == "host"; }
 
+/// Levenshtein distance (insertions, deletions, substitutions); names are short.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
 /// What trying one or more candidates gave, in the order they were tried.
 struct Attempt {
   std::shared_ptr<GpuBackend> backend;  // set when a candidate worked
   std::vector<std::string> refused;     // "cuda: driver missing: ..."
   Status status = Status::unavailable;  // why the last refusing candidate refused
   std::size_t refusing = 0;             // absorbed attempts that refused something
-  bool gpu_refused = false;             // a non-host plugin that loaded fine was passed over
+  bool mixed = false;                   // those attempts refused with different statuses
+  bool gpu_failed = false;  // an available non-host plugin failed to create its backend
 
   /// The one way attempts combine: `later` was tried after everything here, so its refusals
   /// follow ours, its status (when it refused something) becomes ours, and its backend, if it
@@ -117,10 +146,11 @@ struct Attempt {
   void absorb(Attempt&& later) {
     for (auto& r : later.refused) refused.push_back(std::move(r));
     if (!later.refused.empty()) {
+      mixed = mixed || later.mixed || (refusing != 0 && later.status != status);
       status = later.status;
       ++refusing;
     }
-    gpu_refused = gpu_refused || later.gpu_refused;
+    gpu_failed = gpu_failed || later.gpu_failed;
     if (later.backend) backend = std::move(later.backend);
   }
 };
@@ -164,6 +194,21 @@ class Selector {
     return names.empty() ? "none" : support::join(names);
   }
 
+  /// The known name closest to `name` (edit distance at most 2), failed plugins included, so that
+  /// "cdua" suggests "cuda" even where the cuda plugin failed to load; "" when none is close.
+  std::string suggestion(std::string_view name) const {
+    std::string best;
+    std::size_t best_distance = 3;
+    for (const PluginEntry& e : entries_) {
+      const std::size_t d = edit_distance(name, e.info.name);
+      if (d < best_distance) {
+        best_distance = d;
+        best = e.info.name;
+      }
+    }
+    return best;
+  }
+
   /// The usable entry named `name`, else the first failed one so named, else null.
   const PluginEntry* find(std::string_view name) const {
     const PluginEntry* failed = nullptr;
@@ -180,7 +225,11 @@ class Selector {
     if (e != nullptr) return try_entry(*e, item.ordinal);
     Attempt a;
     a.status = Status::not_found;
-    a.refused.push_back(item.name + ": unknown backend (known: " + known_names() + ")");
+    std::string why = item.name + ": unknown backend (known: " + known_names() + ")";
+    if (const std::string near = suggestion(item.name); !near.empty()) {
+      why += "; did you mean " + near + "?";
+    }
+    a.refused.push_back(std::move(why));
     return a;
   }
 
@@ -200,14 +249,15 @@ class Selector {
     Attempt a;
     const std::string& name = e.info.name;
     if (e.info.state != PluginState::available) {
-      a.status = Status::unavailable;
-      a.gpu_refused = e.info.state == PluginState::unavailable && !is_host(name);
+      // A driver that works but has no device is an absent device (not_found), like an ordinal
+      // out of range; anything else about the plugin or its driver is unavailable.
+      a.status = e.info.reason == PluginReason::no_device ? Status::not_found : Status::unavailable;
       a.refused.push_back(name + ": " + e.info.message + other_candidates(e));
       return a;
     }
     const auto count = static_cast<std::uint32_t>(e.info.devices.size());
     if (ordinal && *ordinal >= count) {
-      a.status = Status::invalid_argument;
+      a.status = Status::not_found;
       a.refused.push_back(name + ":" + std::to_string(*ordinal) + ": no such device (" + name +
                           " has " + std::to_string(count) + (count == 1 ? " device" : " devices") +
                           ", ordinals 0.." + std::to_string(count - 1) + ")");
@@ -222,11 +272,18 @@ class Selector {
         a.backend = std::make_shared<PluginBackend>(library, table, i, options_);
         return a;
       } catch (const Error& err) {
+        // The plugin refused the caller's options: that is the caller's to fix, whatever else
+        // the selector could still try, so it is reported as such rather than as a fallback.
+        if (err.status() == Status::invalid_argument && err.operation() == "create") {
+          throw Error(Status::invalid_argument, err.backend(), "create",
+                      "bad option for selector '" + selector_ + "'" + env_origin() + ": " +
+                          err.message());
+        }
         a.status = err.status();
         a.refused.push_back(err.what());
       }
     }
-    a.gpu_refused = !is_host(name);
+    a.gpu_failed = !is_host(name);
     return a;
   }
 
@@ -264,48 +321,58 @@ class Selector {
       throw Error(Status::invalid_argument, "", "GPUPLUG_BACKEND: " + err.message());
     }
     log(LogLevel::debug, channel, std::string("GPUPLUG_BACKEND='") + env + "' replaces 'auto'");
+    env_ = env;
     Attempt all;
     for (const SelectorItem& item : items) {
       all.absorb(item.name == "auto" ? try_auto(/*allow_env=*/false) : try_named(item));
       if (all.backend) return all;
       if (item.required) {
         tried_.absorb(std::move(all));
-        throw_required(item, std::string(" (from GPUPLUG_BACKEND='") + env + "')");
+        throw_required(item);
       }
     }
     return all;
   }
 
-  [[noreturn]] void throw_required(const SelectorItem& item, const std::string& origin = {}) {
-    std::string message = "backend selector '" + selector_ + "'" + origin + ": required backend '" +
-                          item_text(item) + "' is not usable: ";
+  /// " (from GPUPLUG_BACKEND='cdua')" once the variable replaced an "auto", else "": an error
+  /// the environment caused names the variable, or the reader looks for it in the code.
+  std::string env_origin() const {
+    return env_ ? " (from GPUPLUG_BACKEND='" + *env_ + "')" : std::string();
+  }
+
+  [[noreturn]] void throw_required(const SelectorItem& item) {
+    std::string message = "backend selector '" + selector_ + "'" + env_origin() +
+                          ": required backend '" + item_text(item) + "' is not usable: ";
     message += tried_.refused.empty() ? "no candidate" : tried_.refused.back();
     throw Error(tried_.status, "", std::move(message));
   }
 
   [[noreturn]] void throw_nothing() {
-    std::string message = "no backend for selector '" + selector_ + "': ";
+    std::string message = "no backend for selector '" + selector_ + "'" + env_origin() + ": ";
     message += tried_.refused.empty() ? "nothing to try" : support::join(tried_.refused, "; ");
-    const Status status = tried_.refusing == 1 ? tried_.status : Status::unavailable;
+    // One kind of failure keeps its status ("nosuch,nosuch2": not_found); a mix is unavailable.
+    const Status status = tried_.mixed ? Status::unavailable : tried_.status;
     throw Error(status, "", std::move(message));
   }
 
-  /// The line to log when `s` passed over a candidate. Falling back from a GPU to the CPU
-  /// changes performance by orders of magnitude: that is a warning.
+  /// The line to log when `s` passed over a candidate. Passing over a plugin whose driver or
+  /// device is missing is the expected case on most machines (a CPU-only host falls back to host
+  /// on every start): info, with the reasons in the Selection. A warning only when a GPU that
+  /// discovery found usable then failed to create its backend, which is not expected.
   std::optional<std::pair<LogLevel, std::string>> fallback(const Selection& s) const {
     const std::string text = "selector '" + selector_ + "': " + s.explain();
     if (s.passed_over.empty()) {
       log(LogLevel::debug, channel, text);
       return std::nullopt;
     }
-    const bool to_host = is_host(s.backend->plugin_name());
-    return std::make_pair(tried_.gpu_refused && to_host ? LogLevel::warning : LogLevel::info, text);
+    return std::make_pair(tried_.gpu_failed ? LogLevel::warning : LogLevel::info, text);
   }
 
   std::string selector_;
   std::span<const PluginEntry> entries_;
   const Options& options_;
   Attempt tried_;  // every selector item tried so far
+  std::optional<std::string> env_;  // GPUPLUG_BACKEND, once it replaced an "auto"
 };
 
 }  // namespace

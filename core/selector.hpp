@@ -15,7 +15,8 @@
 namespace gpuplug::detail {
 
 /// A selection, and the fallback line it wants logged (once per registry) when it passed over a
-/// candidate: a warning when it fell back from a GPU plugin to host, else info.
+/// candidate: info (a missing driver or device is the normal case on a CPU-only machine), or a
+/// warning when a GPU plugin that discovery found usable failed to create its backend.
 struct SelectionOutcome {
   Selection selection;
   std::optional<std::pair<LogLevel, std::string>> fallback;

@@ -32,15 +32,37 @@ std::string to_string(Status s) {
 }
 
 namespace {
-std::string compose_what(const std::string& backend, const std::string& message) {
-  return backend.empty() ? message : backend + ": " + message;
+
+std::string compose_what(const std::string& backend, const std::string& operation,
+                         const std::string& message) {
+  std::string text;
+  for (const std::string* part : {&backend, &operation}) {
+    if (!part->empty()) text.append(*part).append(": ");
+  }
+  return text + message;
 }
+
+/// `message` without a leading "<operation>: ": plugins often start their messages with the
+/// operation, which the Error carries as a field and shows once in what().
+std::string strip_operation(std::string message, const std::string& operation) {
+  while (!operation.empty() && message.size() > operation.size() + 1 &&
+         message.compare(0, operation.size(), operation) == 0 &&
+         message.compare(operation.size(), 2, ": ") == 0) {
+    message.erase(0, operation.size() + 2);
+  }
+  return message;
+}
+
 }  // namespace
 
 Error::Error(Status status, std::string backend, std::string message)
-    : std::runtime_error(compose_what(backend, message)),
+    : Error(status, std::move(backend), std::string(), std::move(message)) {}
+
+Error::Error(Status status, std::string backend, std::string operation, std::string message)
+    : std::runtime_error(compose_what(backend, operation, strip_operation(message, operation))),
       status_(status),
       backend_(std::move(backend)),
-      message_(std::move(message)) {}
+      operation_(std::move(operation)),
+      message_(strip_operation(std::move(message), operation_)) {}
 
 }  // namespace gpuplug

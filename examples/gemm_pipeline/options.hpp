@@ -47,7 +47,7 @@ inline constexpr const char* usage_text =
     "                             (default: $GPUPLUG_BACKEND, else auto)\n"
     "  --steps N                  pipeline steps, 1..1000000 (default 5)\n"
     "  --m N, --n N, --k N        X is m x k, W1 is k x n, W2 is n x n; 1..16384 (default 256)\n"
-    "  --log-level LEVEL          trace, debug, info, warning, error\n"
+    "  --log-level LEVEL          trace, debug, info, warning, error, off\n"
     "                             (default: $GPUPLUG_LOG, else info, so routes are logged)\n"
     "  --device-memory-limit SIZE device memory cap passed to the plugin (bytes, K/M/G/T\n"
     "                             suffix); past it weights fall back to managed memory\n"
@@ -142,7 +142,7 @@ inline CommandLine parse_command_line(int argc, char** argv) {
       cl.log_level = gpuplug::parse_log_level(v);
       if (!cl.log_level) {
         throw UsageError("--log-level: invalid value '" + std::string(v) +
-                         "' (expected trace, debug, info, warning or error)");
+                         "' (expected trace, debug, info, warning, error or off)");
       }
     } else if (name == "--device-memory-limit") {
       cl.device_memory_limit = parse_size(name, take_value());

@@ -128,7 +128,13 @@ class PluginRegistry {
   std::vector<PluginInfo> plugins() const;
 
   /// Makes a backend for `selector` (GPUPLUG_BACKEND overrides "auto"). Throws Error naming the
-  /// selector and why each candidate was refused when nothing matches. The fallback is logged.
+  /// selector and why each candidate was refused when nothing matches, with one status per kind
+  /// of failure (see Error in types.hpp): not_found for an unknown name (with "did you mean
+  /// cuda?" for a near miss), an absent device or a registry not yet discovered; unavailable for
+  /// a driver that cannot be used; invalid_argument for a malformed selector or options the
+  /// plugin refused ("bad option ..."). An error that GPUPLUG_BACKEND caused names the variable.
+  /// A fallback is logged at info level (a warning only when a GPU that discovery found usable
+  /// failed to create its backend); its reasons are in the Selection.
   std::shared_ptr<GpuBackend> create(std::string_view selector = "auto", const Options& options = {});
   /// As create, but also says why: what was chosen and what was passed over.
   Selection select(std::string_view selector = "auto", const Options& options = {});

@@ -32,17 +32,36 @@ enum class Status : std::int32_t {
 /// "invalid_argument", "out_of_memory", ...; "unknown status N" for codes outside the enum.
 std::string to_string(Status s);
 
-/// The one exception type of the C++ API. what() reads "<backend>: <message>".
+/// The one exception type of the C++ API: a status an application can switch on, and the
+/// structured parts of what failed.
+///
+/// what() reads "<backend>: <operation>: <message>", each part left out when empty, e.g.
+/// "cuda:0: copy_h2d: range [0x7f.., +4096) overruns the allocation". The operation appears
+/// once: message() never repeats it.
+///
+/// Statuses of selection failures (PluginRegistry::select / create):
+///   not_found         no plugin of that name (a near miss is suggested: "did you mean cuda?"),
+///                     a plugin without the device asked for (ordinal out of range, no device),
+///                     or select() before discover();
+///   unavailable       the plugin is known but its driver cannot be used here (missing, too old,
+///                     failed to load or probe), or "auto" / a list found nothing usable;
+///   invalid_argument  a malformed selector (or GPUPLUG_BACKEND value), or options the plugin
+///                     refused ("bad option").
 class Error : public std::runtime_error {
  public:
   Error(Status status, std::string backend, std::string message);
+  /// As above, with the operation that failed ("copy_h2d", "create", "select").
+  Error(Status status, std::string backend, std::string operation, std::string message);
   Status status() const noexcept { return status_; }
   const std::string& backend() const noexcept { return backend_; }  // "cuda:0", "" when none
-  const std::string& message() const noexcept { return message_; }  // without the backend prefix
+  const std::string& operation() const noexcept { return operation_; }  // "copy_h2d", "" when none
+  /// Without the backend and operation prefixes.
+  const std::string& message() const noexcept { return message_; }
 
  private:
   Status status_;
   std::string backend_;
+  std::string operation_;
   std::string message_;
 };
 

@@ -132,6 +132,17 @@ BOOST_AUTO_TEST_CASE(two_failures_are_named_and_the_rest_still_released) {
     BOOST_TEST(e.message() ==
                "2 of 5 resources failed to release: tokenizer: file handle already closed; "
                "kv cache: device lost");
+    BOOST_TEST(e.operation() == "release_all");
+    // Each failure keeps its own status (issue 20), in the order of release.
+    const auto* te = dynamic_cast<const gpuplug::TeardownError*>(&e);
+    BOOST_REQUIRE(te != nullptr);
+    BOOST_REQUIRE_EQUAL(te->failures().size(), 2u);
+    BOOST_TEST(te->failures()[0].label == "tokenizer");
+    BOOST_TEST(te->failures()[0].status == Status::internal);
+    BOOST_TEST(te->failures()[0].message == "file handle already closed");
+    BOOST_TEST(te->failures()[1].label == "kv cache");
+    BOOST_TEST(te->failures()[1].status == Status::device_error);
+    BOOST_TEST(te->failures()[1].message == "device lost");
   }
   // Reverse order; the "op scratch" cache sat between the failures and was released.
   BOOST_TEST(order == (std::vector<std::string>{"logits", "tokenizer", "kv cache", "weights"}),
@@ -170,6 +181,23 @@ BOOST_AUTO_TEST_CASE(an_op_cache_failure_is_named_by_its_label) {
   }
   host.gpu->free(p);
   BOOST_TEST(host.gpu->live_alloc_count() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(one_kind_of_failure_keeps_its_status) {
+  Host host;
+  std::vector<std::string> order;
+  Failing a("a", /*gpuplug_error=*/true, order);
+  Failing b("b", /*gpuplug_error=*/true, order);
+  Teardown t;
+  t.add(a);
+  t.add(b);
+  try {
+    t.release_all(*host.gpu);
+    BOOST_FAIL("expected an error");
+  } catch (const gpuplug::TeardownError& e) {
+    BOOST_TEST(e.status() == Status::device_error);  // every failure said device_error
+    BOOST_TEST(e.failures().size() == 2u);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

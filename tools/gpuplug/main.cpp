@@ -69,7 +69,7 @@ void print_usage(std::ostream& os) {
         "environment:\n"
         "  GPUPLUG_PLUGIN_PATH  extra plugin folders or files, colon-separated, searched first\n"
         "  GPUPLUG_BACKEND      replaces the selector \"auto\" (e.g. \"cuda,host\", \"hip:1!\")\n"
-        "  GPUPLUG_LOG          trace, debug, info, warning (default) or error\n";
+        "  GPUPLUG_LOG          trace, debug, info, warning (default), error or off\n";
 }
 
 int usage_error(const std::string& message) {
