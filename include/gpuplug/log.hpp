@@ -2,9 +2,12 @@
 // Logging: a thin front over Boost.Log so that applications and plugins share one sink and level.
 #pragma once
 
+#include <gpuplug/config.hpp>  // first: the C++20 check, the export region
+
 #include <optional>
 #include <string_view>
 
+GPUPLUG_API_BEGIN
 namespace gpuplug {
 
 enum class LogLevel { trace = 0, debug = 1, info = 2, warning = 3, error = 4 };
@@ -22,3 +25,4 @@ LogLevel log_level() noexcept;
 void log(LogLevel level, std::string_view channel, std::string_view message) noexcept;
 
 }  // namespace gpuplug
+GPUPLUG_API_END

@@ -2,6 +2,8 @@
 // OpCache: one backend's memo of kernel handles, grow-only scratch, latches, once-sets and first-N gates.
 #pragma once
 
+#include <gpuplug/config.hpp>  // first: the C++20 check, the export region
+
 #include <gpuplug/teardown.hpp>
 #include <gpuplug/types.hpp>
 
@@ -12,6 +14,7 @@
 #include <ostream>
 #include <string_view>
 
+GPUPLUG_API_BEGIN
 namespace gpuplug {
 
 class GpuBackend;
@@ -102,7 +105,7 @@ class OpCache final : public ModelResource<GpuBackend> {
   friend std::ostream& operator<<(std::ostream& os, const OpCache& c);  // OpCache { kernels: N, scratch: M }
 
  private:
-  struct Impl;
+  struct GPUPLUG_LOCAL Impl;  // the core's own (core/op_cache_state.hpp): not exported
   /// Throws Error(invalid_argument) unless the cache is unbound (then binds it) or bound to gpu.
   void bind(GpuBackend& gpu);
 
@@ -113,4 +116,9 @@ class OpCache final : public ModelResource<GpuBackend> {
   std::atomic<const GpuBackend*> backend_{nullptr};
 };
 
+// The friend above, declared again at namespace scope: a function declared only as a friend
+// does not take the export region's visibility, and would stay hidden in libgpuplug.
+std::ostream& operator<<(std::ostream& os, const OpCache& c);
+
 }  // namespace gpuplug
+GPUPLUG_API_END

@@ -2,10 +2,13 @@
 // ModelResource and Teardown: release a model's resources in reverse order, past failures.
 #pragma once
 
+#include <gpuplug/config.hpp>  // first: the C++20 check, the export region
+
 #include <functional>
 #include <string_view>
 #include <vector>
 
+GPUPLUG_API_BEGIN
 namespace gpuplug {
 
 class GpuBackend;
@@ -41,3 +44,4 @@ class Teardown {
 };
 
 }  // namespace gpuplug
+GPUPLUG_API_END
