@@ -11,8 +11,8 @@ set(GPUPLUG_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/gpuplug)
 # Public headers, listed (not globbed) so that a new header is a conscious API decision; the
 # same list drives tests/unit/headers (each compiled on its own).
 set(GPUPLUG_PUBLIC_HEADERS
-  abi.h backend.hpp gpuplug.hpp log.hpp op_cache.hpp registry.hpp teardown.hpp types.hpp
-  version.hpp)
+  abi.h backend.hpp config.hpp gpuplug.hpp log.hpp op_cache.hpp registry.hpp teardown.hpp
+  types.hpp version.hpp)
 list(TRANSFORM GPUPLUG_PUBLIC_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/include/gpuplug/
   OUTPUT_VARIABLE _gpuplug_headers)
 install(FILES ${_gpuplug_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpuplug)
@@ -32,9 +32,18 @@ configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/gpuplugConfig.cmake.in
   INSTALL_DESTINATION ${GPUPLUG_CMAKE_INSTALL_DIR}
   PATH_VARS CMAKE_INSTALL_INCLUDEDIR CMAKE_INSTALL_BINDIR GPUPLUG_PLUGIN_INSTALL_DIR
             GPUPLUG_KERNEL_INSTALL_DIR GPUPLUG_CMAKE_INSTALL_DIR)
-# Same major = compatible: the C ABI and the SDK only grow within a major version.
+# Which requests this version satisfies. From 1.0 on, the same major version is compatible (the
+# C++ API and the SDK only grow within a major version). Before 1.0 a minor version may break
+# them (semver's rule for 0.y.z), so 0.1.x satisfies find_package(gpuplug 0.1) and nothing older
+# or newer: find_package(gpuplug 0.0.5) must not accept 0.1.0. tests/package/api checks both.
+if(PROJECT_VERSION_MAJOR EQUAL 0)
+  set(_gpuplug_compatibility SameMinorVersion)
+else()
+  set(_gpuplug_compatibility SameMajorVersion)
+endif()
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/cmake/gpuplugConfigVersion.cmake
-  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
+  VERSION ${PROJECT_VERSION} COMPATIBILITY ${_gpuplug_compatibility})
+unset(_gpuplug_compatibility)
 install(FILES
   ${PROJECT_BINARY_DIR}/cmake/gpuplugConfig.cmake
   ${PROJECT_BINARY_DIR}/cmake/gpuplugConfigVersion.cmake
@@ -42,7 +51,8 @@ install(FILES
   ${PROJECT_SOURCE_DIR}/plugins/common/plugin_exports.map
   DESTINATION ${GPUPLUG_CMAKE_INSTALL_DIR})
 
-# pkg-config, for applications outside CMake: Cflags -I${includedir}, Libs -lgpuplug. The prefix
+# pkg-config, for applications outside CMake: Cflags -std=c++20 -I${includedir} (the headers
+# need C++20 and say so), Libs -lgpuplug. The prefix
 # is found from the .pc file's own place, so `cmake --install --prefix <any>` stays correct.
 if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
   set(GPUPLUG_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")

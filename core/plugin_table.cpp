@@ -129,7 +129,7 @@ void pick(Fn& slot, bool present, std::type_identity_t<Fn> forwarding,
 }  // namespace
 
 std::string abi_version_text(std::uint32_t v) {
-  return std::to_string(GPUPLUG_VERSION_MAJOR(v)) + "." + std::to_string(GPUPLUG_VERSION_MINOR(v));
+  return std::to_string(GPUPLUG_ABI_MAJOR(v)) + "." + std::to_string(GPUPLUG_ABI_MINOR(v));
 }
 
 gpuplug_plugin_v1 copy_table(const gpuplug_plugin_v1& published) noexcept {
@@ -142,7 +142,7 @@ gpuplug_plugin_v1 copy_table(const gpuplug_plugin_v1& published) noexcept {
 // ---- the v1 contract ----------------------------------------------------------------------------
 
 std::optional<Refusal> check_header(const gpuplug_plugin_v1& published) {
-  if (GPUPLUG_VERSION_MAJOR(published.abi_version) != GPUPLUG_ABI_VERSION_MAJOR) {
+  if (GPUPLUG_ABI_MAJOR(published.abi_version) != GPUPLUG_ABI_VERSION_MAJOR) {
     return Refusal{PluginReason::abi_mismatch,
                    "ABI mismatch: plugin speaks ABI " + abi_version_text(published.abi_version) +
                        ", host speaks " + abi_version_text(GPUPLUG_ABI_VERSION)};

@@ -31,9 +31,12 @@
 extern "C" {
 #endif
 
+/* ABI versions (abi_version): major in the high 16 bits, minor in the low 16. The field
+ * accessors are GPUPLUG_ABI_MAJOR(v)/GPUPLUG_ABI_MINOR(v); GPUPLUG_VERSION_MAJOR/MINOR/PATCH
+ * are the library's version, numbers usable in #if (gpuplug/version.hpp), not these. */
 #define GPUPLUG_MAKE_VERSION(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor) & 0xFFFFu))
-#define GPUPLUG_VERSION_MAJOR(v) (((uint32_t)(v)) >> 16)
-#define GPUPLUG_VERSION_MINOR(v) (((uint32_t)(v)) & 0xFFFFu)
+#define GPUPLUG_ABI_MAJOR(v) (((uint32_t)(v)) >> 16)
+#define GPUPLUG_ABI_MINOR(v) (((uint32_t)(v)) & 0xFFFFu)
 
 #define GPUPLUG_ABI_VERSION_MAJOR 1
 #define GPUPLUG_ABI_VERSION_MINOR 0

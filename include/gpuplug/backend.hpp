@@ -2,6 +2,8 @@
 // GpuBackend: one device of one vendor, with its own modules, allocation ledger and OpCache.
 #pragma once
 
+#include <gpuplug/config.hpp>  // first: the C++20 check, the export region
+
 #include <gpuplug/op_cache.hpp>
 #include <gpuplug/types.hpp>
 
@@ -9,11 +11,11 @@
 #include <cstddef>
 #include <filesystem>
 #include <optional>
-#include <source_location>
 #include <span>
 #include <string>
 #include <string_view>
 
+GPUPLUG_API_BEGIN
 namespace gpuplug {
 
 /// The abstract backend. The registry makes plugin-backed ones; tests may decorate one.
@@ -49,11 +51,11 @@ class GpuBackend {
   /// Device memory. Throws Error(out_of_memory) past the device or `device_memory_limit`.
   /// A zero-byte request returns a distinct, freeable, non-null pointer.
   virtual DevicePtr alloc(std::size_t bytes,
-                          const char* site = std::source_location::current().function_name()) = 0;
+                          const char* site = GPUPLUG_CALLER_FUNCTION) = 0;
   /// Managed (unified) memory; not bound by `device_memory_limit`. Error(unsupported) where the
   /// device has none.
   virtual DevicePtr alloc_managed(std::size_t bytes,
-                                  const char* site = std::source_location::current().function_name()) = 0;
+                                  const char* site = GPUPLUG_CALLER_FUNCTION) = 0;
   /// Null is a no-op. An unknown or already-freed pointer is Error(invalid_argument), never a crash.
   virtual void free(DevicePtr p) = 0;
 
@@ -119,3 +121,4 @@ class GpuBackend {
 };
 
 }  // namespace gpuplug
+GPUPLUG_API_END

@@ -2,6 +2,8 @@
 // The whole gpuplug C++ API in one include.
 #pragma once
 
+#include <gpuplug/config.hpp>  // first: the C++20 check, the export region
+
 #include <gpuplug/abi.h>
 #include <gpuplug/backend.hpp>
 #include <gpuplug/log.hpp>

@@ -3,10 +3,13 @@
 // by the application (a callback, its own Boost.Log sinks, or gpuplug's stderr line by default).
 #pragma once
 
+#include <gpuplug/config.hpp>  // first: the C++20 check, the export region
+
 #include <functional>
 #include <optional>
 #include <string_view>
 
+GPUPLUG_API_BEGIN
 namespace gpuplug {
 
 /// Severity of a gpuplug record. `off` is a threshold only: nothing is ever logged at `off`, so
@@ -47,3 +50,4 @@ void set_log_callback(LogCallback callback);
 void log(LogLevel level, std::string_view channel, std::string_view message) noexcept;
 
 }  // namespace gpuplug
+GPUPLUG_API_END

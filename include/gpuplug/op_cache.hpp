@@ -2,6 +2,8 @@
 // OpCache: one backend's memo of kernel handles, grow-only scratch, latches, once-sets and first-N gates.
 #pragma once
 
+#include <gpuplug/config.hpp>  // first: the C++20 check, the export region
+
 #include <gpuplug/teardown.hpp>
 #include <gpuplug/types.hpp>
 
@@ -10,9 +12,9 @@
 #include <memory>
 #include <optional>
 #include <ostream>
-#include <source_location>
 #include <string_view>
 
+GPUPLUG_API_BEGIN
 namespace gpuplug {
 
 class GpuBackend;
@@ -100,7 +102,7 @@ class OpCache final : public ModelResource<GpuBackend> {
   /// ledger's report tells models apart. The latch is this cache's: see docs/opcache.md for
   /// what it means on a backend shared by several models.
   DevicePtr alloc_with_fallback(GpuBackend& gpu, std::size_t bytes,
-                                const char* site = std::source_location::current().function_name());
+                                const char* site = GPUPLUG_CALLER_FUNCTION);
 
   /// True for exactly the first n calls with key, never again (the count saturates at n).
   /// The count is per key, shared by every n: a call is true iff fewer than its own n calls
@@ -137,8 +139,8 @@ class OpCache final : public ModelResource<GpuBackend> {
   friend std::ostream& operator<<(std::ostream& os, const OpCache& c);  // OpCache { kernels: N, scratch: M }
 
  private:
-  struct Impl;
-  struct Kernels;  // the kernel memo: owned by a standalone cache, shared by model caches
+  struct GPUPLUG_LOCAL Impl;     // the core's own (core/op_cache_state.hpp): not exported
+  struct GPUPLUG_LOCAL Kernels;  // the kernel memo: owned by a standalone cache, shared by model caches
   /// Throws Error(invalid_argument) unless the cache is unbound (then binds it) or bound to gpu.
   void bind(GpuBackend& gpu);
 
@@ -153,4 +155,9 @@ class OpCache final : public ModelResource<GpuBackend> {
   std::atomic<const GpuBackend*> backend_{nullptr};
 };
 
+// The friend above, declared again at namespace scope: a function declared only as a friend
+// does not take the export region's visibility, and would stay hidden in libgpuplug.
+std::ostream& operator<<(std::ostream& os, const OpCache& c);
+
 }  // namespace gpuplug
+GPUPLUG_API_END

@@ -2,6 +2,8 @@
 // PluginRegistry: discovers vendor plugins, reports why each is (un)usable, and makes backends.
 #pragma once
 
+#include <gpuplug/config.hpp>  // first: the C++20 check, the export region
+
 #include <gpuplug/backend.hpp>
 #include <gpuplug/types.hpp>
 
@@ -15,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+GPUPLUG_API_BEGIN
 namespace gpuplug {
 
 enum class PluginState {
@@ -145,3 +148,4 @@ class PluginRegistry {
 };
 
 }  // namespace gpuplug
+GPUPLUG_API_END

@@ -2,6 +2,7 @@
 // ModelResource and Teardown: release a model's resources in reverse order, past failures.
 #pragma once
 
+#include <gpuplug/config.hpp>  // first: the C++20 check, the export region
 #include <gpuplug/types.hpp>
 
 #include <functional>
@@ -9,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+GPUPLUG_API_BEGIN
 namespace gpuplug {
 
 class GpuBackend;
@@ -66,3 +68,4 @@ class Teardown {
 };
 
 }  // namespace gpuplug
+GPUPLUG_API_END

@@ -2,6 +2,8 @@
 // Value types shared by the whole C++ API: handles, dimensions, statuses and the one error type.
 #pragma once
 
+#include <gpuplug/config.hpp>  // first: the C++20 check, the export region
+
 #include <gpuplug/abi.h>
 
 #include <compare>
@@ -13,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+GPUPLUG_API_BEGIN
 namespace gpuplug {
 
 /// Outcome of an operation; mirrors GPUPLUG_STATUS_* one to one.
@@ -134,6 +137,7 @@ struct LedgerStats {
 };
 
 }  // namespace gpuplug
+GPUPLUG_API_END
 
 template <>
 struct std::hash<gpuplug::KernelHandle> {

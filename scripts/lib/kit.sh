@@ -16,8 +16,11 @@
 #   6. the template installed into the prefix is found with no environment at all, by
 #      `gpuplug list` and by the consumer; pkg-config's gpuplug.pc builds the consumer too;
 #   7. tests/package (applications against the installed package: logging, version, exports)
-#      builds with find_package(gpuplug) and its CTest tests pass.
-# The template and consumer are built with the compiler of <build>.
+#      builds with find_package(gpuplug) and its CTest tests pass;
+#   8. where clang++-14 exists (Debian 12's default clang++, which cannot compile libstdc++'s
+#      <source_location>), tests/package again, built with it: the public headers must compile
+#      with the oldest compiler an application team is likely to have.
+# The template, the consumer and step 7 are built with the compiler of <build>.
 
 # gpuplug_check_kit <build-dir>
 gpuplug_check_kit() {
@@ -173,8 +176,9 @@ _gpuplug_kit_run() {
     flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs gpuplug) ||
       { _gpuplug_kit_fail "pkg-config gpuplug"; return 1; }
     # shellcheck disable=SC2086  # the flags are words
+    # No -std here: the .pc file's Cflags carry -std=c++20 (the headers refuse anything older).
     _gpuplug_kit_step "pkg-config gpuplug ($flags): build the consumer" "$tmp/pkgconfig-build.log" \
-      "${cxx:-c++}" -std=c++20 "$root/examples/plugin_consumer/main.cpp" $flags \
+      "${cxx:-c++}" "$root/examples/plugin_consumer/main.cpp" $flags \
       "-Wl,-rpath,$prefix/lib" -o "$tmp/consumer-pc" || return 1
     if ! out=$("$tmp/consumer-pc" 'example!' 2>&1) || ! grep -q 'correct' <<<"$out"; then
       printf '%s\n' "$out" >&2
@@ -192,5 +196,24 @@ _gpuplug_kit_run() {
   _gpuplug_kit_step "ctest tests/package" "$tmp/package-ctest.log" \
     ctest --test-dir "$pdir" --output-on-failure || return 1
   echo "gpuplug kit: ok: tests/package: $(grep -E 'tests passed' "$tmp/package-ctest.log")"
+
+  # 8. the same applications built with clang 14, where it is installed
+  local clang14
+  if clang14=$(command -v clang++-14); then
+    local cargs=("${cmake_args[@]}") i
+    for i in "${!cargs[@]}"; do  # the build's compiler out, clang 14 in
+      [[ ${cargs[$i]} == -DCMAKE_CXX_COMPILER=* ]] && unset 'cargs[i]'
+    done
+    local qdir="$tmp/package-tests-clang14"
+    _gpuplug_kit_step "configure tests/package with $clang14" "$tmp/clang14-configure.log" \
+      cmake -S "$root/tests/package" -B "$qdir" "${cargs[@]}" "-DCMAKE_CXX_COMPILER=$clang14" || return 1
+    _gpuplug_kit_step "build tests/package with clang 14" "$tmp/clang14-build.log" \
+      cmake --build "$qdir" || return 1
+    _gpuplug_kit_step "ctest tests/package (clang 14)" "$tmp/clang14-ctest.log" \
+      ctest --test-dir "$qdir" --output-on-failure || return 1
+    echo "gpuplug kit: ok: tests/package with clang 14: $(grep -E 'tests passed' "$tmp/clang14-ctest.log")"
+  else
+    echo "gpuplug kit: skipped: clang++-14 not installed (step 8)"
+  fi
   echo "gpuplug kit: all steps passed"
 }

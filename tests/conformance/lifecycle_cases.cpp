@@ -135,7 +135,7 @@ void abi_table(Context& ctx) {
   const gpuplug_plugin_v1* t = plugin.entry(GPUPLUG_ABI_VERSION);
   GPUPLUG_CHECK_MSG(t != nullptr, "gpuplug_plugin_entry returned null for the host's own version");
   GPUPLUG_CHECK(t->struct_size >= GPUPLUG_PLUGIN_V1_MIN_SIZE);
-  GPUPLUG_CHECK_EQ(GPUPLUG_VERSION_MAJOR(t->abi_version), std::uint32_t{GPUPLUG_ABI_VERSION_MAJOR});
+  GPUPLUG_CHECK_EQ(GPUPLUG_ABI_MAJOR(t->abi_version), std::uint32_t{GPUPLUG_ABI_VERSION_MAJOR});
   GPUPLUG_CHECK(t->name != nullptr && t->vendor != nullptr && t->version != nullptr);
   GPUPLUG_CHECK_EQ(std::string(t->name), target.plugin);
   GPUPLUG_CHECK(std::strlen(t->vendor) > 0 && std::strlen(t->version) > 0);
@@ -176,7 +176,7 @@ void abi_table(Context& ctx) {
   const gpuplug_plugin_v1* newer =
       plugin.entry(GPUPLUG_MAKE_VERSION(GPUPLUG_ABI_VERSION_MAJOR, 0xFFFF));
   GPUPLUG_CHECK(newer != nullptr);
-  GPUPLUG_CHECK_EQ(GPUPLUG_VERSION_MAJOR(newer->abi_version),
+  GPUPLUG_CHECK_EQ(GPUPLUG_ABI_MAJOR(newer->abi_version),
                    std::uint32_t{GPUPLUG_ABI_VERSION_MAJOR});
   (void)plugin.entry(GPUPLUG_MAKE_VERSION(GPUPLUG_ABI_VERSION_MAJOR + 1, 0));
 

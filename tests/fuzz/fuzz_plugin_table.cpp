@@ -280,11 +280,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   };
   const bool table_ok = !null_table &&
-                        GPUPLUG_VERSION_MAJOR(abi_version) == GPUPLUG_ABI_VERSION_MAJOR &&
+                        GPUPLUG_ABI_MAJOR(abi_version) == GPUPLUG_ABI_VERSION_MAJOR &&
                         struct_size >= GPUPLUG_PLUGIN_V1_MIN_SIZE;
   if (null_table) {
     expect_failed({PluginReason::entry_returned_null}, "the entry returned null");
-  } else if (GPUPLUG_VERSION_MAJOR(abi_version) != GPUPLUG_ABI_VERSION_MAJOR) {
+  } else if (GPUPLUG_ABI_MAJOR(abi_version) != GPUPLUG_ABI_VERSION_MAJOR) {
     expect_failed({PluginReason::abi_mismatch}, "the table has another major version");
   } else if (struct_size < GPUPLUG_PLUGIN_V1_MIN_SIZE) {
     expect_failed({PluginReason::table_too_small}, "the table is below the v1 minimum size");

@@ -10,7 +10,6 @@
 #include <mutex>
 #include <optional>
 #include <set>
-#include <source_location>
 #include <string>
 #include <string_view>
 
@@ -76,15 +75,13 @@ class CountingBackend final : public GpuBackend {
   std::uint32_t ordinal() const noexcept override { return inner_.ordinal(); }
 
   // ---- memory
-  DevicePtr alloc(std::size_t bytes,
-                  const char* site = std::source_location::current().function_name()) override {
+  DevicePtr alloc(std::size_t bytes, const char* site = GPUPLUG_CALLER_FUNCTION) override {
     ++alloc_calls;
     const DevicePtr p = inner_.alloc(bytes, site);
     remember(p);
     return p;
   }
-  DevicePtr alloc_managed(std::size_t bytes, const char* site = std::source_location::current()
-                                                                    .function_name()) override {
+  DevicePtr alloc_managed(std::size_t bytes, const char* site = GPUPLUG_CALLER_FUNCTION) override {
     ++alloc_managed_calls;
     const DevicePtr p = inner_.alloc_managed(bytes, site);
     remember(p);

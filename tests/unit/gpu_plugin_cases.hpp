@@ -23,7 +23,7 @@ namespace gpuplug::test {
 inline void check_identity(std::string_view name, std::string_view vendor) {
   const gpuplug_plugin_v1& t = table();
   BOOST_TEST(t.struct_size >= GPUPLUG_PLUGIN_V1_MIN_SIZE);
-  BOOST_TEST(GPUPLUG_VERSION_MAJOR(t.abi_version) == GPUPLUG_ABI_VERSION_MAJOR);
+  BOOST_TEST(GPUPLUG_ABI_MAJOR(t.abi_version) == GPUPLUG_ABI_VERSION_MAJOR);
   BOOST_TEST(std::string(t.name) == name);
   BOOST_TEST(std::string(t.vendor) == vendor);
 }

@@ -23,7 +23,7 @@ using Args = std::span<const std::string_view>;
 
 std::string abi_text(std::uint32_t v) {
   if (v == 0) return "-";
-  return std::to_string(GPUPLUG_VERSION_MAJOR(v)) + "." + std::to_string(GPUPLUG_VERSION_MINOR(v));
+  return std::to_string(GPUPLUG_ABI_MAJOR(v)) + "." + std::to_string(GPUPLUG_ABI_MINOR(v));
 }
 
 std::string bytes_text(std::uint64_t bytes) {
