@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The non-virtual parts of GpuBackend: loading a kernel module from a file.
 #include <gpuplug/backend.hpp>
-#include <gpuplug/support/files.hpp>
+#include <gpuplug/support/regular_file.hpp>
+#include <limits>
 #include <optional>
 #include <system_error>
 #include <vector>
@@ -48,7 +49,9 @@ void GpuBackend::load_module_file(std::string_view name, const std::filesystem::
 
 void GpuBackend::load_module_path(std::string_view name, const std::filesystem::path& file) {
   std::string why;
-  const std::optional<std::vector<std::byte>> bytes = support::read_file(file, why);
+  // A regular file only: a FIFO or a device at the path is refused, never opened or waited on.
+  const std::optional<std::vector<std::byte>> bytes =
+      support::read_regular_file(file, std::numeric_limits<std::uint64_t>::max(), why);
   if (!bytes) file_error(this->name(), Status::invalid_argument, name, file, why);
   load_module(name, *bytes);
 }

@@ -7,7 +7,8 @@
 #include <array>
 #include <cstring>
 #include <gpuplug/support/c_string.hpp>
-#include <gpuplug/support/files.hpp>
+#include <gpuplug/support/regular_file.hpp>
+#include <limits>
 #include <gpuplug/support/plugin_name.hpp>
 #include <type_traits>
 #include <utility>
@@ -128,7 +129,9 @@ std::size_t default_ledger_report(const PluginBackend& b, std::uint32_t, char* b
 gpuplug_status_t default_load_module_file(const PluginBackend& b, const char* name,
                                           const char* path) {
   std::string why;
-  const std::optional<std::vector<std::byte>> bytes = support::read_file(path, why);
+  // A regular file only: a FIFO or a device at the path is refused, never opened or waited on.
+  const std::optional<std::vector<std::byte>> bytes =
+      support::read_regular_file(path, std::numeric_limits<std::uint64_t>::max(), why);
   if (!bytes) {
     throw Error(Status::invalid_argument, std::string(b.name()),
                 "load_module_file: module " + std::string(name) + ": cannot read '" +

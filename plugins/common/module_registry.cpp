@@ -73,9 +73,14 @@ void ModuleRegistry::load_into(std::map<std::string, VendorModule, std::less<>>:
     std::optional<support::RegularFile> opened = support::RegularFile::open(file, why);
     std::optional<std::vector<std::byte>> image;
     if (opened) image = opened->read_all(kMaxModuleFileBytes, why);
-    if (!image)
-      fail(GPUPLUG_STATUS_NOT_FOUND, "module " + shown(name) + ": cannot read " +
-                                         shown(file.string()) + ": " + shown(why));
+    if (!image) {
+      // Lazily, a module that cannot be read is not found; named by the caller, only a file
+      // that does not exist is (a FIFO, a directory or an unreadable file is the caller's error).
+      std::error_code ec;
+      const bool missing = !std::filesystem::exists(file, ec);
+      fail(from_suffix || missing ? GPUPLUG_STATUS_NOT_FOUND : GPUPLUG_STATUS_INVALID_ARGUMENT,
+           "module " + shown(name) + ": cannot read " + shown(file.string()) + ": " + shown(why));
+    }
     try {
       slot->second = device_.vendor_load_module_file(name, *image, *opened);
     } catch (const Failure& e) {

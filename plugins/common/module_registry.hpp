@@ -47,8 +47,9 @@ class ModuleRegistry {
   void load(std::string_view name, std::span<const std::byte> image);
   /// Loads the module file `file` under `name` (the load_module_file slot): read through one
   /// descriptor, then vendor_load_module_file, as a module found in a module folder is.
-  /// Failure(INVALID_ARGUMENT) if the name is taken or malformed; Failure(NOT_FOUND) naming the
-  /// file when it cannot be read; the vendor's failure otherwise.
+  /// Failure(INVALID_ARGUMENT) if the name is taken or malformed or the file is no regular file
+  /// that can be read; Failure(NOT_FOUND) naming the file when it does not exist; the vendor's
+  /// failure otherwise.
   void load_file(std::string_view name, const std::filesystem::path& file);
   /// True when `name` is loaded or a file for it exists in a module folder (not loaded here).
   bool has(std::string_view name) const;
@@ -83,7 +84,9 @@ class ModuleRegistry {
   static void check_name(std::string_view name);
   /// Reads `file` through one descriptor and loads it with vendor_load_module_file into the
   /// reserved entry `slot` of modules_ (erased when the load fails). Caller holds mutex_.
-  /// `from_suffix`: append " (from <file>)" to the vendor's failure message.
+  /// `from_suffix` (lazy loading from a module folder): append " (from <file>)" to the vendor's
+  /// failure message, and report a file that cannot be read as NOT_FOUND whatever the reason
+  /// (else only a file that does not exist is NOT_FOUND; any other is INVALID_ARGUMENT).
   void load_into(std::map<std::string, VendorModule, std::less<>>::iterator slot,
                  std::string_view name, const std::filesystem::path& file, bool from_suffix);
   std::string loaded_list() const;  // caller holds mutex_

@@ -3,6 +3,7 @@
 // memset, streams, launches (axpy and gemm against a CPU reference), modules and errors.
 #define BOOST_TEST_MODULE backend
 #include <dlfcn.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
@@ -296,6 +297,16 @@ BOOST_AUTO_TEST_CASE(load_module_file_names_the_file) {
   BOOST_TEST(nul.status() == Status::invalid_argument);
   BOOST_TEST(contains(nul.what(), "module nul_path: the file path contains a NUL byte"), nul.what());
   BOOST_TEST(!gpu->has_module("nul_path"));
+
+  // A FIFO is refused, not waited on (by the plugin here: the host fills load_module_file).
+  const fs::path fifo =
+      fs::temp_directory_path() / ("gpuplug-fifo-" + std::to_string(::getpid()) + ".so");
+  BOOST_TEST_REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const Error not_regular = error_of([&] { gpu->load_module_file("fifo", fifo); });
+  fs::remove(fifo);
+  BOOST_TEST(not_regular.status() == Status::invalid_argument, not_regular.what());
+  BOOST_TEST(contains(not_regular.what(), "is a FIFO, not a regular file"), not_regular.what());
+  BOOST_TEST(contains(not_regular.what(), "module fifo"), not_regular.what());
 }
 
 // ---- load_module_file by path (issue 20): $ORIGIN, missing dependencies, older plugins ---------
@@ -385,6 +396,17 @@ BOOST_AUTO_TEST_CASE(a_plugin_without_the_slot_loads_module_files_as_bytes) {
   BOOST_TEST(error_of([&] {
                old->load_module_file("axpy_old", host_module_file("axpy"));
              }).status() == Status::invalid_argument);
+
+  // The core reads regular files only: a FIFO is refused, not waited on.
+  TempDir fifo_dir("fifo");
+  const fs::path fifo = fifo_dir.path / "axpy.so";
+  BOOST_TEST_REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const Error not_regular = error_of([&] { old->load_module_file("fifo", fifo); });
+  BOOST_TEST(not_regular.status() == Status::invalid_argument, not_regular.what());
+  BOOST_TEST(contains(not_regular.what(), "load_module_file: module fifo: cannot read '" +
+                                              fifo.string() + "'"),
+             not_regular.what());
+  BOOST_TEST(contains(not_regular.what(), "is a FIFO, not a regular file"), not_regular.what());
 
   const fs::path file = kOriginKernels / "test_origin.so";  // its sibling lies next to it
   const Error e = error_of([&] { old->load_module_file("test_origin", file); });
