@@ -7,9 +7,9 @@
 #include <array>
 #include <cstring>
 #include <gpuplug/support/c_string.hpp>
+#include <gpuplug/support/plugin_name.hpp>
 #include <gpuplug/support/regular_file.hpp>
 #include <limits>
-#include <gpuplug/support/plugin_name.hpp>
 #include <type_traits>
 #include <utility>
 #include <vector>

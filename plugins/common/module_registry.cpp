@@ -65,7 +65,7 @@ void ModuleRegistry::load_file(std::string_view name, const std::filesystem::pat
 
 void ModuleRegistry::load_into(std::map<std::string, VendorModule, std::less<>>::iterator slot,
                                std::string_view name, const std::filesystem::path& file,
-                               bool from_suffix) {
+                               bool lazy) {
   try {
     // Read through one descriptor: the vendor validates these bytes and may check that the
     // file it loads by path is still this one (the host backend does).
@@ -78,13 +78,13 @@ void ModuleRegistry::load_into(std::map<std::string, VendorModule, std::less<>>:
       // that does not exist is (a FIFO, a directory or an unreadable file is the caller's error).
       std::error_code ec;
       const bool missing = !std::filesystem::exists(file, ec);
-      fail(from_suffix || missing ? GPUPLUG_STATUS_NOT_FOUND : GPUPLUG_STATUS_INVALID_ARGUMENT,
+      fail(lazy || missing ? GPUPLUG_STATUS_NOT_FOUND : GPUPLUG_STATUS_INVALID_ARGUMENT,
            "module " + shown(name) + ": cannot read " + shown(file.string()) + ": " + shown(why));
     }
     try {
       slot->second = device_.vendor_load_module_file(name, *image, *opened);
     } catch (const Failure& e) {
-      if (!from_suffix) throw;
+      if (!lazy) throw;
       throw Failure(e.status(), std::string(e.what()) + " (from " + shown(file.string()) + ")");
     }
   } catch (...) {

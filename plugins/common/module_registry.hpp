@@ -84,11 +84,11 @@ class ModuleRegistry {
   static void check_name(std::string_view name);
   /// Reads `file` through one descriptor and loads it with vendor_load_module_file into the
   /// reserved entry `slot` of modules_ (erased when the load fails). Caller holds mutex_.
-  /// `from_suffix` (lazy loading from a module folder): append " (from <file>)" to the vendor's
+  /// `lazy` (loading from a module folder on first use): append " (from <file>)" to the vendor's
   /// failure message, and report a file that cannot be read as NOT_FOUND whatever the reason
   /// (else only a file that does not exist is NOT_FOUND; any other is INVALID_ARGUMENT).
   void load_into(std::map<std::string, VendorModule, std::less<>>::iterator slot,
-                 std::string_view name, const std::filesystem::path& file, bool from_suffix);
+                 std::string_view name, const std::filesystem::path& file, bool lazy);
   std::string loaded_list() const;  // caller holds mutex_
   /// get(module), then `use(handle)` under the shared lock, so the module cannot be unloaded
   /// meanwhile. Failure(NOT_FOUND) when it was unloaded between the two.
