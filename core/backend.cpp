@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The non-virtual parts of GpuBackend: loading a kernel module from a file.
 #include <gpuplug/backend.hpp>
-#include <gpuplug/support/files.hpp>
+#include <gpuplug/support/regular_file.hpp>
+#include <limits>
 #include <optional>
 #include <system_error>
 #include <vector>
@@ -20,18 +21,37 @@ namespace {
 }  // namespace
 
 void GpuBackend::load_module_file(std::string_view name, const std::filesystem::path& file) {
-  // Classify first so the message says what is wrong with the path, not just "open failed".
+  // The path reaches the plugin as a C string: a NUL byte would cut it short (and could name
+  // another file), and an empty one names none. The message does not quote such a path.
+  if (file.empty() || file.native().find('\0') != std::string::npos) {
+    std::string message = "load_module_file: module ";
+    message.append(name).append(file.empty() ? ": the file path is empty"
+                                             : ": the file path contains a NUL byte");
+    throw Error(Status::invalid_argument, std::string(this->name()), std::move(message));
+  }
+  // Absolute (against the current directory, now) and normalized, so that the plugin, which may
+  // load the file later or by path, sees the same file this check saw.
   std::error_code ec;
-  const auto st = std::filesystem::status(file, ec);
+  std::filesystem::path absolute = std::filesystem::absolute(file, ec);
+  if (ec) file_error(this->name(), Status::invalid_argument, name, file, ec.message());
+  absolute = absolute.lexically_normal();
+  // Classify first so the message says what is wrong with the path, not just "open failed".
+  const auto st = std::filesystem::status(absolute, ec);
   if (ec || !std::filesystem::exists(st)) {
-    file_error(this->name(), Status::not_found, name, file,
+    file_error(this->name(), Status::not_found, name, absolute,
                ec && ec != std::errc::no_such_file_or_directory ? ec.message() : "no such file");
   }
   if (std::filesystem::is_directory(st)) {
-    file_error(this->name(), Status::invalid_argument, name, file, "is a directory");
+    file_error(this->name(), Status::invalid_argument, name, absolute, "is a directory");
   }
+  load_module_path(name, absolute);
+}
+
+void GpuBackend::load_module_path(std::string_view name, const std::filesystem::path& file) {
   std::string why;
-  const std::optional<std::vector<std::byte>> bytes = support::read_file(file, why);
+  // A regular file only: a FIFO or a device at the path is refused, never opened or waited on.
+  const std::optional<std::vector<std::byte>> bytes =
+      support::read_regular_file(file, std::numeric_limits<std::uint64_t>::max(), why);
   if (!bytes) file_error(this->name(), Status::invalid_argument, name, file, why);
   load_module(name, *bytes);
 }

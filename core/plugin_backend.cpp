@@ -198,6 +198,14 @@ void PluginBackend::load_module(std::string_view name, std::span<const std::byte
   check(table_.load_module(instance_, n.c_str(), image.data(), image.size()), "load_module");
 }
 
+void PluginBackend::load_module_path(std::string_view name, const std::filesystem::path& file) {
+  const std::string n = c_name(name, "load_module_file", "module");
+  const gpuplug_status_t status = optional_.load_module_file(*this, n.c_str(), file.c_str());
+  // The plugin's message says why; the core names the module and the file in every case.
+  if (status != GPUPLUG_STATUS_SUCCESS) [[unlikely]]
+    throw_status(status, "load_module_file (module " + n + ", file '" + file.string() + "')");
+}
+
 void PluginBackend::unload_module(std::string_view name) {
   const std::string n = c_name(name, "unload_module", "module");
   const gpuplug_status_t status = optional_.unload_module(*this, n.c_str());

@@ -70,6 +70,10 @@ class PluginBackend final : public GpuBackend {
   }
   [[noreturn]] void throw_status(gpuplug_status_t status, std::string_view operation) const;
 
+ protected:
+  /// The plugin's load_module_file slot with the path, or the default (read + load_module).
+  void load_module_path(std::string_view name, const std::filesystem::path& file) override;
+
  private:
   static void log_callback(void* user, gpuplug_log_level_t level, const char* message);
   std::string last_error() const;

@@ -8,8 +8,11 @@
 #include <cstring>
 #include <gpuplug/support/c_string.hpp>
 #include <gpuplug/support/plugin_name.hpp>
+#include <gpuplug/support/regular_file.hpp>
+#include <limits>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "plugin_backend.hpp"
 
@@ -120,6 +123,22 @@ std::size_t default_ledger_report(const PluginBackend& b, std::uint32_t, char* b
   return support::copy_out(text, buf, size);
 }
 
+// A plugin without load_module_file (older than the slot, or one that keeps it null): the core
+// reads the file, as it did before the slot existed, and hands the plugin the bytes.
+gpuplug_status_t default_load_module_file(const PluginBackend& b, const char* name,
+                                          const char* path) {
+  std::string why;
+  // A regular file only: a FIFO or a device at the path is refused, never opened or waited on.
+  const std::optional<std::vector<std::byte>> bytes =
+      support::read_regular_file(path, std::numeric_limits<std::uint64_t>::max(), why);
+  if (!bytes) {
+    throw Error(Status::invalid_argument, std::string(b.name()),
+                "load_module_file: module " + std::string(name) + ": cannot read '" +
+                    std::string(path) + "': " + why);
+  }
+  return b.table().load_module(b.instance(), name, bytes->data(), bytes->size());
+}
+
 template <class Fn>
 void pick(Fn& slot, bool present, std::type_identity_t<Fn> forwarding,
           std::type_identity_t<Fn> fallback) {
@@ -187,6 +206,9 @@ OptionalSlots resolve_optional_slots(const gpuplug_plugin_v1& t) noexcept {
   pick(s.unload_module, t.unload_module != nullptr, &forward<&T::unload_module>,
        &default_unload_module);
   pick(s.ledger_report, t.ledger_report != nullptr, &forward_report, &default_ledger_report);
+  // Appended after the first release: copy_table zeroed it when struct_size ends before it.
+  pick(s.load_module_file, t.load_module_file != nullptr, &forward<&T::load_module_file>,
+       &default_load_module_file);
   return s;
 }
 

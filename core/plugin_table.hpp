@@ -55,6 +55,10 @@ struct OptionalSlots {
   gpuplug_status_t (*unload_module)(const PluginBackend&, const char*);
   /// nullptr: the plugin has no per-site report (alloc_report then summarises ledger_stats).
   std::size_t (*ledger_report)(const PluginBackend&, std::uint32_t, char*, std::size_t);
+  /// (name, path): the plugin's slot when its struct_size covers it and it is set; else the core
+  /// reads the file (Error(invalid_argument) naming module, file and reason when it cannot) and
+  /// calls load_module with the bytes.
+  gpuplug_status_t (*load_module_file)(const PluginBackend&, const char*, const char*);
 };
 
 /// Thunks for the slots `table` fills, the defaults of abi.h for those it leaves null.

@@ -17,6 +17,11 @@
  *    host never reads past struct_size.
  *  - Slots marked (optional) may be null; the core checks them in one place and
  *    uses the stated default.
+ *  - Slots appended after the first release (so far: load_module_file, after
+ *    sweep_unreleased) are all optional: a plugin built before them publishes a
+ *    struct_size that ends before them (GPUPLUG_PLUGIN_V1_MIN_SIZE), the host
+ *    reads them as null and uses their defaults, as for the appended
+ *    concurrent_managed_access field of gpuplug_device_info_t.
  *  - Device pointers, functions and streams are opaque 64-bit values; 0 is null
  *    (stream 0 is the backend's default stream, ordered with every other stream
  *    the way CUDA's legacy default stream is).
@@ -216,9 +221,20 @@ typedef struct gpuplug_plugin_v1 {
                           size_t size); /* (optional) live allocations by call site; returns full length */
   gpuplug_status_t (*sweep_unreleased)(gpuplug_instance_t inst,
                                        gpuplug_ledger_stats_t* swept); /* frees every live allocation, logs a warning */
+
+  /* ---- appended after the first release: optional, and read only when struct_size covers them */
+
+  /* Loads the module file at `path` (NUL-terminated; the core passes an absolute, normalized
+   * path) under `name`, as load_module does (a name already loaded = INVALID_ARGUMENT). A plugin
+   * that loads modules by path keeps what the path gives them: a host module's $ORIGIN, so RUNPATH
+   * $ORIGIN finds a library next to it; a dependency not found is NOT_FOUND naming it.
+   * (optional) defaults to the core reading the file + load_module (the module has no $ORIGIN). */
+  gpuplug_status_t (*load_module_file)(gpuplug_instance_t inst, const char* name, const char* path);
 } gpuplug_plugin_v1;
 
-/* The smallest table a v1 host accepts: everything up to and including sweep_unreleased. */
+/* The smallest table a v1 host accepts: everything up to and including sweep_unreleased (the
+ * table of the first release). A plugin built before a slot was appended publishes this smaller
+ * struct_size and keeps loading; the host then uses the slot's default. */
 #define GPUPLUG_PLUGIN_V1_MIN_SIZE (offsetof(gpuplug_plugin_v1, sweep_unreleased) + sizeof(void*))
 
 /* The entry point every plugin exports (extern "C", default visibility). */
@@ -249,9 +265,9 @@ typedef const gpuplug_plugin_v1* (*gpuplug_plugin_entry_fn)(uint32_t host_abi_ve
  *    the stream and the device work normally; the data the kernel was writing
  *    is in whatever state it left it.
  *  - call other code of the process and libraries its module depends on. A
- *    module loaded from a module folder is loaded by its path, so RUNPATH
- *    $ORIGIN finds libraries next to it; a dependency not found fails the load
- *    with NOT_FOUND naming it.
+ *    module loaded from a module folder or through load_module_file is loaded
+ *    by its path, so RUNPATH $ORIGIN finds libraries next to it; a dependency
+ *    not found fails the load with NOT_FOUND naming it.
  * What a host kernel must not do:
  *  - longjmp out of the kernel, call exit/abort/pthread_exit, or end or
  *    block the calling thread for good: kernels run on the backend's worker

@@ -81,7 +81,13 @@ class GpuBackend {
   /// Registers `image` (fatbin/cubin/PTX, HIP code object, host ELF) under `name`.
   /// Error(invalid_argument) if the name is taken, Error(invalid_image) if the bytes do not load.
   virtual void load_module(std::string_view name, std::span<const std::byte> image) = 0;
-  /// Reads the file and loads it; errors name the file.
+  /// Loads the module file `file` under `name`. The backend is given the file's absolute,
+  /// normalized path (load_module_path), so a plugin that loads modules by path keeps what the
+  /// path gives them: a host module's $ORIGIN, so that RUNPATH $ORIGIN finds a library next to it.
+  /// Errors name the module and the file: Error(not_found) for a missing file (or, on host, a
+  /// dependency of the module that is not found, naming it), Error(invalid_argument) for an
+  /// empty path, a path with a NUL byte, a directory, a file that cannot be read or a taken name,
+  /// Error(invalid_image) when the file does not load.
   void load_module_file(std::string_view name, const std::filesystem::path& file);
   /// Unloads a module. Handles into it become invalid: release the OpCache first.
   virtual void unload_module(std::string_view name) = 0;
@@ -115,6 +121,12 @@ class GpuBackend {
   virtual std::string alloc_report(std::size_t top_n = 10) = 0;
   /// Frees everything still live on the ledger (logged as a warning); returns what was swept.
   virtual LedgerStats sweep_unreleased() = 0;
+
+ protected:
+  /// load_module_file once the path is checked: `file` is absolute, normalized and exists.
+  /// Default: reads the file and calls load_module with its bytes. The plugin-backed backend
+  /// hands the path to the plugin (its optional load_module_file slot, or that same default).
+  virtual void load_module_path(std::string_view name, const std::filesystem::path& file);
 
  private:
   OpCache op_cache_;

@@ -53,6 +53,46 @@ void ModuleRegistry::load(std::string_view name, std::span<const std::byte> imag
   }
 }
 
+void ModuleRegistry::load_file(std::string_view name, const std::filesystem::path& file) {
+  check_name(name);
+  std::unique_lock lock(mutex_);
+  if (modules_.find(name) != modules_.end())
+    fail(GPUPLUG_STATUS_INVALID_ARGUMENT, "module " + std::string(name) + " is already loaded");
+  auto [slot, inserted] = modules_.try_emplace(std::string(name), VendorModule{0});
+  // The caller named the file, and the core's message names it: no "(from ...)" here.
+  load_into(slot, name, file, false);
+}
+
+void ModuleRegistry::load_into(std::map<std::string, VendorModule, std::less<>>::iterator slot,
+                               std::string_view name, const std::filesystem::path& file,
+                               bool lazy) {
+  try {
+    // Read through one descriptor: the vendor validates these bytes and may check that the
+    // file it loads by path is still this one (the host backend does).
+    std::string why;
+    std::optional<support::RegularFile> opened = support::RegularFile::open(file, why);
+    std::optional<std::vector<std::byte>> image;
+    if (opened) image = opened->read_all(kMaxModuleFileBytes, why);
+    if (!image) {
+      // Lazily, a module that cannot be read is not found; named by the caller, only a file
+      // that does not exist is (a FIFO, a directory or an unreadable file is the caller's error).
+      std::error_code ec;
+      const bool missing = !std::filesystem::exists(file, ec);
+      fail(lazy || missing ? GPUPLUG_STATUS_NOT_FOUND : GPUPLUG_STATUS_INVALID_ARGUMENT,
+           "module " + shown(name) + ": cannot read " + shown(file.string()) + ": " + shown(why));
+    }
+    try {
+      slot->second = device_.vendor_load_module_file(name, *image, *opened);
+    } catch (const Failure& e) {
+      if (!lazy) throw;
+      throw Failure(e.status(), std::string(e.what()) + " (from " + shown(file.string()) + ")");
+    }
+  } catch (...) {
+    modules_.erase(slot);
+    throw;
+  }
+}
+
 std::optional<std::pair<std::filesystem::path, std::size_t>> ModuleRegistry::find_file(
     std::string_view name, std::vector<std::string>* tried) const {
   const std::vector<std::string> extensions = device_.vendor_module_file_extensions();
@@ -114,27 +154,10 @@ VendorModule ModuleRegistry::get(std::string_view name) {
 
   std::vector<std::string> tried;
   if (const auto found = find_file(name, &tried)) {
-    const std::filesystem::path* file = &found->first;
-    warn_shadowed(name, *file, found->second);
-    // Read through one descriptor: the vendor validates these bytes and may check that the
-    // file it loads by path is still this one (the host backend does).
-    std::string why;
-    std::optional<support::RegularFile> opened = support::RegularFile::open(*file, why);
-    std::optional<std::vector<std::byte>> image;
-    if (opened) image = opened->read_all(kMaxModuleFileBytes, why);
-    if (!image)
-      fail(GPUPLUG_STATUS_NOT_FOUND, "module " + shown(name) + ": cannot read " +
-                                         shown(file->string()) + ": " + shown(why));
+    const std::filesystem::path& file = found->first;
+    warn_shadowed(name, file, found->second);
     auto [slot, inserted] = modules_.try_emplace(std::string(name), VendorModule{0});
-    try {
-      slot->second = device_.vendor_load_module_file(name, *image, *opened);
-    } catch (const Failure& e) {
-      modules_.erase(slot);
-      throw Failure(e.status(), std::string(e.what()) + " (from " + shown(file->string()) + ")");
-    } catch (...) {
-      modules_.erase(slot);
-      throw;
-    }
+    load_into(slot, name, file, true);
     return slot->second;
   }
   std::vector<std::string> folders;

@@ -45,6 +45,12 @@ class ModuleRegistry {
   /// Loads `image` under `name`. Failure(INVALID_ARGUMENT) if the name is taken or malformed;
   /// the vendor's Failure(INVALID_IMAGE) if the bytes do not load.
   void load(std::string_view name, std::span<const std::byte> image);
+  /// Loads the module file `file` under `name` (the load_module_file slot): read through one
+  /// descriptor, then vendor_load_module_file, as a module found in a module folder is.
+  /// Failure(INVALID_ARGUMENT) if the name is taken or malformed or the file is no regular file
+  /// that can be read; Failure(NOT_FOUND) naming the file when it does not exist; the vendor's
+  /// failure otherwise.
+  void load_file(std::string_view name, const std::filesystem::path& file);
   /// True when `name` is loaded or a file for it exists in a module folder (not loaded here).
   bool has(std::string_view name) const;
   /// The module, loaded from the module folders on first use. Failure(NOT_FOUND) names the
@@ -76,6 +82,13 @@ class ModuleRegistry {
   };
 
   static void check_name(std::string_view name);
+  /// Reads `file` through one descriptor and loads it with vendor_load_module_file into the
+  /// reserved entry `slot` of modules_ (erased when the load fails). Caller holds mutex_.
+  /// `lazy` (loading from a module folder on first use): append " (from <file>)" to the vendor's
+  /// failure message, and report a file that cannot be read as NOT_FOUND whatever the reason
+  /// (else only a file that does not exist is NOT_FOUND; any other is INVALID_ARGUMENT).
+  void load_into(std::map<std::string, VendorModule, std::less<>>::iterator slot,
+                 std::string_view name, const std::filesystem::path& file, bool lazy);
   std::string loaded_list() const;  // caller holds mutex_
   /// get(module), then `use(handle)` under the shared lock, so the module cannot be unloaded
   /// meanwhile. Failure(NOT_FOUND) when it was unloaded between the two.

@@ -307,6 +307,18 @@ gpuplug_status_t slot_load_module(gpuplug_instance_t inst, const char* name, con
   });
 }
 
+gpuplug_status_t slot_load_module_file(gpuplug_instance_t inst, const char* name,
+                                       const char* path) noexcept {
+  return guarded(inst, "load_module_file", [&](Device& d) {
+    GPUPLUG_EXPECTS(name != nullptr && path != nullptr, GPUPLUG_STATUS_INVALID_ARGUMENT,
+                    "load_module_file: name or path is null");
+    if (*path == '\0')
+      fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+           "module " + support::escape_text(name) + ": the file path is empty");
+    DeviceAccess::modules(d).load_file(name, std::filesystem::path(path));
+  });
+}
+
 gpuplug_status_t slot_unload_module(gpuplug_instance_t inst, const char* name) noexcept {
   return guarded(inst, "unload_module", [&](Device& d) {
     GPUPLUG_EXPECTS(name != nullptr, GPUPLUG_STATUS_INVALID_ARGUMENT,
@@ -496,6 +508,7 @@ void fill_instance_slots(gpuplug_plugin_v1& t) noexcept {
   t.ledger_stats = &slot_ledger_stats;
   t.ledger_report = &slot_ledger_report;
   t.sweep_unreleased = &slot_sweep_unreleased;
+  t.load_module_file = &slot_load_module_file;
 }
 
 const gpuplug_plugin_v1* negotiate(const gpuplug_plugin_v1* table,

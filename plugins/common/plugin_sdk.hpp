@@ -165,9 +165,10 @@ class Device {
   /// Loads image bytes; Failure(INVALID_IMAGE, why) when they do not load.
   virtual VendorModule vendor_load_module(std::string_view name,
                                           std::span<const std::byte> image) = 0;
-  /// Loads a module the registry found in a module folder: `image` is the whole of `file`
-  /// (open, read through its descriptor). Default: vendor_load_module(name, image). The host
-  /// backend overrides it to load by path, so that the module keeps its $ORIGIN.
+  /// Loads a module file: one the registry found in a module folder, or the one the
+  /// load_module_file slot names. `image` is the whole of `file` (open, read through its
+  /// descriptor). Default: vendor_load_module(name, image). The host backend overrides it to
+  /// load by path, so that the module keeps its $ORIGIN.
   virtual VendorModule vendor_load_module_file(std::string_view name,
                                                std::span<const std::byte> image,
                                                const support::RegularFile& file);

@@ -139,6 +139,7 @@ void fill_slots(gpuplug_plugin_v1& t, std::uint64_t null_mask) {
   generic(t.ledger_stats);
   generic(t.ledger_report);
   generic(t.sweep_unreleased);
+  generic(t.load_module_file);  // optional, appended after the first release
 }
 
 bool required_slots_present(const gpuplug_plugin_v1& t) {

@@ -136,6 +136,14 @@ class CountingBackend final : public GpuBackend {
     inner_.load_module(name, image);
   }
   void unload_module(std::string_view name) override { inner_.unload_module(name); }
+
+ protected:
+  // A module file goes to the inner backend as a path, so it keeps what the path gives it.
+  void load_module_path(std::string_view name, const std::filesystem::path& file) override {
+    inner_.load_module_file(name, file);
+  }
+
+ public:
   bool has_module(std::string_view name) override { return inner_.has_module(name); }
   KernelHandle kernel(std::string_view module, std::string_view func) override {
     ++kernel_calls;

@@ -2,6 +2,8 @@
 // The plugin-backed GpuBackend through the C++ API, on the real host plugin: memory, copies,
 // memset, streams, launches (axpy and gemm against a CPU reference), modules and errors.
 #define BOOST_TEST_MODULE backend
+#include <dlfcn.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
@@ -12,6 +14,8 @@
 #include <gpuplug/gpuplug.hpp>
 #include <gpuplug/support/files.hpp>
 #include <numeric>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "test_print.hpp"
@@ -279,7 +283,154 @@ BOOST_AUTO_TEST_CASE(load_module_file_names_the_file) {
   const Error bad = error_of([&] { gpu->load_module_file("junk", junk); });
   fs::remove(junk);
   BOOST_TEST(bad.status() == Status::invalid_image);
-  BOOST_TEST(std::string(bad.what()).starts_with("host:0: load_module: "), bad.what());
+  BOOST_TEST(std::string(bad.what()).starts_with("host:0: load_module_file (module junk, file '" +
+                                                 junk.string() + "'): "),
+             bad.what());
+
+  // A path that cannot reach the plugin as a C string is refused before it.
+  using namespace std::string_literals;
+  const Error empty = error_of([&] { gpu->load_module_file("empty_path", fs::path()); });
+  BOOST_TEST(empty.status() == Status::invalid_argument);
+  BOOST_TEST(contains(empty.what(), "module empty_path: the file path is empty"), empty.what());
+  const Error nul = error_of(
+      [&] { gpu->load_module_file("nul_path", fs::path(host_module_file("axpy").string() + "\0x"s)); });
+  BOOST_TEST(nul.status() == Status::invalid_argument);
+  BOOST_TEST(contains(nul.what(), "module nul_path: the file path contains a NUL byte"), nul.what());
+  BOOST_TEST(!gpu->has_module("nul_path"));
+
+  // A FIFO is refused, not waited on (by the plugin here: the host fills load_module_file).
+  const fs::path fifo =
+      fs::temp_directory_path() / ("gpuplug-fifo-" + std::to_string(::getpid()) + ".so");
+  BOOST_TEST_REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const Error not_regular = error_of([&] { gpu->load_module_file("fifo", fifo); });
+  fs::remove(fifo);
+  BOOST_TEST(not_regular.status() == Status::invalid_argument, not_regular.what());
+  BOOST_TEST(contains(not_regular.what(), "is a FIFO, not a regular file"), not_regular.what());
+  BOOST_TEST(contains(not_regular.what(), "module fifo"), not_regular.what());
+}
+
+// ---- load_module_file by path (issue 20): $ORIGIN, missing dependencies, older plugins ---------
+// The cases that need libgpuplug_test_sibling.so absent from the process come first: once it is
+// loaded, glibc matches a later DT_NEEDED by its soname, wherever the module lies.
+
+namespace {
+
+const fs::path kOriginKernels = GPUPLUG_TEST_HOST_ORIGIN_DIR;  // test_origin.so + its sibling
+constexpr const char* kSibling = "libgpuplug_test_sibling.so";
+
+bool sibling_loaded() {
+  void* h = ::dlopen(kSibling, RTLD_LAZY | RTLD_NOLOAD);
+  if (h != nullptr) ::dlclose(h);
+  return h != nullptr;
+}
+
+/// A fresh folder under the temporary directory, removed with everything in it.
+struct TempDir {
+  explicit TempDir(const std::string& tag) {
+    std::string pattern =
+        (fs::temp_directory_path() / ("gpuplug-" + tag + "-XXXXXX")).string();
+    BOOST_TEST_REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+    path = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  fs::path path;
+};
+
+/// Runs test_origin::sibling_value on `gpu` and returns what it wrote (20260 from the sibling).
+std::uint32_t sibling_value(gpuplug::GpuBackend& gpu, const std::string& module) {
+  const gpuplug::KernelHandle k = gpu.kernel(module, "sibling_value");
+  const DevicePtr out = gpu.alloc(sizeof(std::uint32_t));
+  gpu.launch_args(k, {1, 1, 1}, {1, 1, 1}, 0, {}, out.value);
+  gpu.synchronize();
+  std::uint32_t value = 0;
+  gpu.copy_d2h(&value, out, sizeof value);
+  gpu.free(out);
+  return value;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(load_module_file_names_a_missing_dependency_and_the_file) {
+  BOOST_TEST_REQUIRE(!sibling_loaded());
+  TempDir alone("alone");
+  const fs::path file = alone.path / "test_origin.so";
+  fs::copy_file(kOriginKernels / "test_origin.so", file);
+  const Error e = error_of([&] { gpu->load_module_file("test_origin", file); });
+  BOOST_TEST(e.status() == Status::not_found, e.what());
+  BOOST_TEST(contains(e.what(), std::string("module test_origin needs ") + kSibling +
+                                    ", which was not found"),
+             e.what());
+  BOOST_TEST(contains(e.what(), "file '" + file.string() + "'"), e.what());
+  BOOST_TEST(!gpu->has_module("test_origin"));  // a failed load leaves the name free
+}
+
+// A plugin built before load_module_file was appended (its struct_size ends at
+// sweep_unreleased) still loads module files: the core reads them and passes the bytes, so
+// such a module has no $ORIGIN. The copy of the real table keeps its load_module_file pointer
+// past struct_size: were it read, test_origin would find its sibling here.
+BOOST_AUTO_TEST_CASE(a_plugin_without_the_slot_loads_module_files_as_bytes) {
+  BOOST_TEST_REQUIRE(!sibling_loaded());
+  gpuplug::PluginRegistry old_registry;
+  const gpuplug::PluginInfo info = old_registry.add_plugin_file(
+      GPUPLUG_TEST_OLD_HOST_PLUGIN, {gpuplug::ProbeMode::in_process, std::nullopt});
+  BOOST_TEST_REQUIRE(info.state == gpuplug::PluginState::available, info.message);
+  auto old = old_registry.create("host_v1_0");
+  BOOST_TEST(old->name() == "host_v1_0:0");
+
+  old->load_module_file("axpy_old", host_module_file("axpy"));
+  const gpuplug::KernelHandle k = old->kernel("axpy_old", "axpy");
+  constexpr std::uint32_t n = 5;
+  std::vector<float> x(n, 2.0f), y(n, 1.0f);
+  const DevicePtr dx = old->alloc(n * sizeof(float)), dy = old->alloc(n * sizeof(float));
+  old->copy_h2d(dx, x.data(), n * sizeof(float));
+  old->copy_h2d(dy, y.data(), n * sizeof(float));
+  old->launch_args(k, {1, 1, 1}, {256, 1, 1}, 0, {}, n, 3.0f, dx.value, dy.value);
+  old->synchronize();
+  old->copy_d2h(y.data(), dy, n * sizeof(float));
+  for (float v : y) BOOST_TEST(v == 7.0f);
+  old->free(dx);
+  old->free(dy);
+  BOOST_TEST(error_of([&] {
+               old->load_module_file("axpy_old", host_module_file("axpy"));
+             }).status() == Status::invalid_argument);
+
+  // The core reads regular files only: a FIFO is refused, not waited on.
+  TempDir fifo_dir("fifo");
+  const fs::path fifo = fifo_dir.path / "axpy.so";
+  BOOST_TEST_REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const Error not_regular = error_of([&] { old->load_module_file("fifo", fifo); });
+  BOOST_TEST(not_regular.status() == Status::invalid_argument, not_regular.what());
+  BOOST_TEST(contains(not_regular.what(), "load_module_file: module fifo: cannot read '" +
+                                              fifo.string() + "'"),
+             not_regular.what());
+  BOOST_TEST(contains(not_regular.what(), "is a FIFO, not a regular file"), not_regular.what());
+
+  const fs::path file = kOriginKernels / "test_origin.so";  // its sibling lies next to it
+  const Error e = error_of([&] { old->load_module_file("test_origin", file); });
+  BOOST_TEST(e.status() == Status::not_found, e.what());
+  BOOST_TEST(contains(e.what(), std::string("module test_origin needs ") + kSibling), e.what());
+  BOOST_TEST(contains(e.what(), "file '" + file.string() + "'"), e.what());
+}
+
+BOOST_AUTO_TEST_CASE(load_module_file_keeps_the_modules_origin) {
+  BOOST_TEST_REQUIRE(!sibling_loaded());
+  // A path with "." and ".." reaches the plugin absolute and normalized.
+  const fs::path file = kOriginKernels / "." / ".." / kOriginKernels.filename() / "test_origin.so";
+  gpu->load_module_file("test_origin", file);
+  BOOST_TEST(sibling_value(*gpu, "test_origin") == 20260u);
+  // The name is taken now.
+  const Error taken = error_of([&] { gpu->load_module_file("test_origin", file); });
+  BOOST_TEST(taken.status() == Status::invalid_argument);
+  BOOST_TEST(contains(taken.what(), "module test_origin is already loaded"), taken.what());
+  // Another instance of the process gets its own copy of the same file, still working.
+  auto second = registry.create("host");
+  second->load_module_file("origin_again", kOriginKernels / "test_origin.so");
+  BOOST_TEST(sibling_value(*second, "origin_again") == 20260u);
+  gpu->unload_module("test_origin");
+  BOOST_TEST(!gpu->has_module("test_origin"));
 }
 
 // A C string would end at the NUL and name another module ("axpy"): refused before the plugin.

@@ -48,6 +48,8 @@ BOOST_AUTO_TEST_CASE(identity_and_every_optional_slot) {
   const std::size_t count =
       (sizeof(gpuplug_plugin_v1) - offsetof(gpuplug_plugin_v1, probe)) / sizeof(void*);
   for (std::size_t i = 0; i < count; ++i) BOOST_TEST(slots[i] != nullptr, "slot " << i);
+  // The whole table, slots appended after the first release (load_module_file) included.
+  BOOST_TEST(api().struct_size == sizeof(gpuplug_plugin_v1));
 }
 
 BOOST_AUTO_TEST_CASE(probe_and_describe) {
@@ -526,6 +528,42 @@ BOOST_AUTO_TEST_CASE(a_module_from_a_file_finds_its_sibling_through_origin) {
   BOOST_TEST(e.download<std::uint32_t>(out2, 1)[0] == 20260u);
   d.free(out);
   e.free(out2);
+}
+
+// The load_module_file slot (what GpuBackend::load_module_file calls): the file is loaded by its
+// path, as from a module folder, and registered by name as load_module registers it.
+BOOST_AUTO_TEST_CASE(the_load_module_file_slot_loads_by_path_and_registers_by_name) {
+  Instance d;
+  const fs::path file = kOriginKernels / "test_origin.so";
+  d.ok(api().load_module_file(d.inst, "origin_by_path", file.c_str()), "load_module_file");
+  const std::uint64_t f = d.function("origin_by_path", "sibling_value");
+  const std::uint64_t out = d.alloc(4);
+  void* params[] = {const_cast<std::uint64_t*>(&out)};
+  d.launch(f, dim(1), dim(1), params, "sibling_value");
+  BOOST_TEST(d.download<std::uint32_t>(out, 1)[0] == 20260u);
+  d.free(out);
+
+  const std::string taken =
+      d.expect(api().load_module_file(d.inst, "origin_by_path", file.c_str()),
+               GPUPLUG_STATUS_INVALID_ARGUMENT, "a name already loaded");
+  BOOST_TEST(contains(taken, "module origin_by_path is already loaded"), taken);
+  d.expect(api().load_module_file(d.inst, "x", nullptr), GPUPLUG_STATUS_INVALID_ARGUMENT,
+           "a null path");
+  d.expect(api().load_module_file(d.inst, nullptr, file.c_str()),
+           GPUPLUG_STATUS_INVALID_ARGUMENT, "a null name");
+  const std::string empty = d.expect(api().load_module_file(d.inst, "x", ""),
+                                     GPUPLUG_STATUS_INVALID_ARGUMENT, "an empty path");
+  BOOST_TEST(contains(empty, "the file path is empty"), empty);
+  d.expect(api().load_module_file(d.inst, "a/b", file.c_str()), GPUPLUG_STATUS_INVALID_ARGUMENT,
+           "a name with '/'");
+  const std::string missing =
+      d.expect(api().load_module_file(d.inst, "gone", "/nonexistent/gpuplug/gone.so"),
+               GPUPLUG_STATUS_NOT_FOUND, "a missing file");
+  BOOST_TEST(contains(missing, "/nonexistent/gpuplug/gone.so"), missing);
+  std::int32_t has = 1;
+  d.ok(api().has_module(d.inst, "gone", &has), "has_module");
+  BOOST_TEST(has == 0);  // a failed load leaves the name free
+  d.ok(api().unload_module(d.inst, "origin_by_path"), "unload_module");
 }
 
 // ---- kernel handles belong to their instance --------------------------------------------------
