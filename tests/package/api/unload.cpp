@@ -6,9 +6,8 @@
 // other reason glibc marks the library NODELETE) makes dlclose a no-op and this test fail.
 // (libboost_log and the other libraries libgpuplug needs may stay; only libgpuplug must go.)
 //
-// It does not log: gpuplug's logging registers a sink (code in libgpuplug) with Boost.Log's
-// process-wide core, which outlives libgpuplug; unloading after logging is safe only once that
-// sink is removed on unload.
+// It does not log; api.unload_after_logging (unload_after_logging.cpp) covers unloading after
+// gpuplug has logged into an application that uses Boost.Log itself.
 #include <dlfcn.h>
 #include <gpuplug/log.hpp>
 #include <gpuplug/version.hpp>
