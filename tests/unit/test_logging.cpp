@@ -14,7 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "contains.hpp"
 #include "loader_env.hpp"
+#include "stderr_capture.hpp"
 #include "test_print.hpp"
 
 using gpuplug::LogLevel;
@@ -56,43 +58,6 @@ struct Captured {
   std::mutex mutex;
   std::vector<Record> records;
 };
-
-/// What is written to file descriptor 2 while alive.
-class StderrCapture {
- public:
-  StderrCapture() : file_(std::tmpfile()) {
-    std::fflush(stderr);
-    saved_ = ::dup(2);
-    ::dup2(::fileno(file_), 2);
-  }
-  ~StderrCapture() {
-    restore();
-    std::fclose(file_);
-  }
-  std::string text() {
-    restore();
-    std::string out;
-    std::rewind(file_);
-    char buf[4096];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, file_)) > 0;) out.append(buf, n);
-    return out;
-  }
-
- private:
-  void restore() {
-    if (saved_ < 0) return;
-    std::fflush(stderr);
-    ::dup2(saved_, 2);
-    ::close(saved_);
-    saved_ = -1;
-  }
-  std::FILE* file_;
-  int saved_ = -1;
-};
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 }  // namespace
 

@@ -25,6 +25,7 @@
 #include "contains.hpp"
 #include "counting_backend.hpp"
 #include "host_backend.hpp"
+#include "stderr_capture.hpp"
 #include "test_print.hpp"
 
 namespace {
@@ -38,6 +39,7 @@ using gpuplug::Status;
 using gpuplug::test::contains;
 using gpuplug::test::CountingBackend;
 using gpuplug::test::Host;  // every test uses the real host plugin of this build tree
+using gpuplug::test::StderrCapture;
 
 // The value a module publishes in a 4-byte symbol, read around the cache.
 std::uint32_t read_symbol(GpuBackend& gpu, std::string_view module, std::string_view symbol) {
@@ -57,39 +59,6 @@ std::string printed(const OpCache& c) {
 
 // The folder of the test-only kernel modules (bad_n_tile.so), given by gpuplug::host_kernels.
 std::filesystem::path test_kernel_dir() { return GPUPLUG_TEST_HOST_KERNEL_DIR; }
-
-// Captures what is written to file descriptor 2 (Boost.Log's stderr sink) while alive.
-class StderrCapture {
- public:
-  StderrCapture() : file_(std::tmpfile()) {
-    std::fflush(stderr);
-    saved_ = ::dup(2);
-    ::dup2(::fileno(file_), 2);
-  }
-  ~StderrCapture() {
-    restore();
-    std::fclose(file_);
-  }
-  std::string text() {
-    restore();
-    std::string out;
-    std::rewind(file_);
-    char buf[4096];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, file_)) > 0;) out.append(buf, n);
-    return out;
-  }
-
- private:
-  void restore() {
-    if (saved_ < 0) return;
-    std::fflush(stderr);
-    ::dup2(saved_, 2);
-    ::close(saved_);
-    saved_ = -1;
-  }
-  std::FILE* file_;
-  int saved_ = -1;
-};
 
 // A host backend without managed memory: alloc_managed is Error(unsupported), as on a device
 // that has none. Counts alloc and alloc_managed; forwards everything else.

@@ -19,6 +19,7 @@
 #include "contains.hpp"
 #include "counting_backend.hpp"
 #include "host_backend.hpp"
+#include "stderr_capture.hpp"
 #include "test_print.hpp"
 
 namespace {
@@ -33,6 +34,7 @@ using gpuplug::Teardown;
 using gpuplug::test::contains;
 using gpuplug::test::CountingBackend;
 using gpuplug::test::Host;
+using gpuplug::test::StderrCapture;
 
 // Writes `bytes` bytes of `fill` into p and reads them back: true when p is a live allocation of
 // gpu that holds what was written (the host plugin range-checks copies against its ledger, so a
@@ -77,41 +79,6 @@ std::optional<Error> error_of(F&& call) {
 }
 
 std::filesystem::path test_kernel_dir() { return GPUPLUG_TEST_HOST_KERNEL_DIR; }
-
-// Captures what is written to file descriptor 2 (Boost.Log's stderr sink) while alive.
-class StderrCapture {
- public:
-  StderrCapture() : file_(std::tmpfile()) {
-    std::fflush(stderr);
-    saved_ = ::dup(2);
-    ::dup2(::fileno(file_), 2);
-  }
-  ~StderrCapture() {
-    restore();
-    std::fclose(file_);
-  }
-  StderrCapture(const StderrCapture&) = delete;
-  StderrCapture& operator=(const StderrCapture&) = delete;
-  std::string text() {
-    restore();
-    std::string out;
-    std::rewind(file_);
-    char buf[4096];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, file_)) > 0;) out.append(buf, n);
-    return out;
-  }
-
- private:
-  void restore() {
-    if (saved_ < 0) return;
-    std::fflush(stderr);
-    ::dup2(saved_, 2);
-    ::close(saved_);
-    saved_ = -1;
-  }
-  std::FILE* file_;
-  int saved_ = -1;
-};
 
 }  // namespace
 
