@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The non-virtual parts of GpuBackend: loading a kernel module from a file.
+// The non-virtual parts of GpuBackend: loading a kernel module from a file, and the events a
+// backend without them reports as unsupported.
 #include <gpuplug/backend.hpp>
 #include <gpuplug/support/regular_file.hpp>
 #include <limits>
@@ -55,5 +56,23 @@ void GpuBackend::load_module_path(std::string_view name, const std::filesystem::
   if (!bytes) file_error(this->name(), Status::invalid_argument, name, file, why);
   load_module(name, *bytes);
 }
+
+// ---- events: the defaults of a backend without them (a plugin older than ABI 1.1 reports the
+// same through the core's default slots).
+
+namespace {
+[[noreturn]] void events_unsupported(const GpuBackend& b, const char* operation) {
+  throw Error(Status::unsupported, std::string(b.name()), operation,
+              "events are not supported by the " + std::string(b.plugin_name()) + " backend");
+}
+}  // namespace
+
+Event GpuBackend::create_event() { events_unsupported(*this, "create_event"); }
+void GpuBackend::destroy_event(Event) { events_unsupported(*this, "destroy_event"); }
+void GpuBackend::record(Event, Stream) { events_unsupported(*this, "record"); }
+void GpuBackend::wait(Stream, Event) { events_unsupported(*this, "wait"); }
+void GpuBackend::synchronize(Event) { events_unsupported(*this, "synchronize"); }
+bool GpuBackend::query(Event) { events_unsupported(*this, "query"); }
+float GpuBackend::elapsed_ms(Event, Event) { events_unsupported(*this, "elapsed_ms"); }
 
 }  // namespace gpuplug

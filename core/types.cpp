@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Status names and the one error type of the C++ API.
 #include <gpuplug/types.hpp>
+#include <cstdio>
 #include <utility>
 
 namespace gpuplug {
@@ -29,6 +30,31 @@ std::string to_string(Status s) {
       return "internal";
   }
   return "unknown status " + std::to_string(static_cast<std::int32_t>(s));
+}
+
+std::string to_string(DeviceClass c) {
+  switch (c) {
+    case DeviceClass::unknown:
+      return "unknown";
+    case DeviceClass::discrete_gpu:
+      return "discrete_gpu";
+    case DeviceClass::integrated_gpu:
+      return "integrated_gpu";
+    case DeviceClass::accelerator:
+      return "accelerator";
+    case DeviceClass::cpu:
+      return "cpu";
+    case DeviceClass::emulator:
+      return "emulator";
+  }
+  return "unknown";
+}
+
+std::string to_string(const PciAddress& a) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%04x:%02x:%02x.%x", a.domain & 0xFFFFFFFFu, a.bus & 0xFFu,
+                a.device & 0xFFu, a.function & 0xFu);
+  return text;
 }
 
 namespace {

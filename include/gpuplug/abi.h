@@ -17,11 +17,13 @@
  *    host never reads past struct_size.
  *  - Slots marked (optional) may be null; the core checks them in one place and
  *    uses the stated default.
- *  - Slots appended after the first release (so far: load_module_file, after
- *    sweep_unreleased) are all optional: a plugin built before them publishes a
- *    struct_size that ends before them (GPUPLUG_PLUGIN_V1_MIN_SIZE), the host
- *    reads them as null and uses their defaults, as for the appended
- *    concurrent_managed_access field of gpuplug_device_info_t.
+ *  - Slots appended after the first release are all optional: load_module_file
+ *    (appended within 1.0), then the events and inspect_module of ABI 1.1. A
+ *    plugin built before them publishes a struct_size that ends before them
+ *    (GPUPLUG_PLUGIN_V1_MIN_SIZE, GPUPLUG_PLUGIN_V1_0_SIZE); the host reads them
+ *    as null and uses their defaults. Fields appended to gpuplug_device_info_t
+ *    follow the same rule through its struct_size. The numbered compatibility
+ *    rules (ABI-1 ...) are in docs/architecture.md.
  *  - Device pointers, functions and streams are opaque 64-bit values; 0 is null
  *    (stream 0 is the backend's default stream, ordered with every other stream
  *    the way CUDA's legacy default stream is).
@@ -44,7 +46,7 @@ extern "C" {
 #define GPUPLUG_ABI_MINOR(v) (((uint32_t)(v)) & 0xFFFFu)
 
 #define GPUPLUG_ABI_VERSION_MAJOR 1
-#define GPUPLUG_ABI_VERSION_MINOR 0
+#define GPUPLUG_ABI_VERSION_MINOR 1
 #define GPUPLUG_ABI_VERSION GPUPLUG_MAKE_VERSION(GPUPLUG_ABI_VERSION_MAJOR, GPUPLUG_ABI_VERSION_MINOR)
 
 /* The one exported symbol, resolved with boost::dll::shared_library::get. */
@@ -86,6 +88,16 @@ typedef struct gpuplug_probe_result_t {
   char message[512];             /* NUL-terminated; why unavailable, or a short summary */
 } gpuplug_probe_result_t;
 
+/* What kind of device a plugin drives (ABI 1.1): what `auto` ranks first. A plugin that predates
+ * the field reports UNKNOWN, which the core ranks as an accelerator, never above a declared GPU. */
+typedef int32_t gpuplug_device_class_t;
+#define GPUPLUG_DEVICE_CLASS_UNKNOWN 0
+#define GPUPLUG_DEVICE_CLASS_DISCRETE_GPU 1
+#define GPUPLUG_DEVICE_CLASS_INTEGRATED_GPU 2
+#define GPUPLUG_DEVICE_CLASS_ACCELERATOR 3
+#define GPUPLUG_DEVICE_CLASS_CPU 4
+#define GPUPLUG_DEVICE_CLASS_EMULATOR 5
+
 typedef struct gpuplug_device_info_t {
   uint32_t struct_size;     /* set by the caller */
   uint32_t ordinal;
@@ -102,12 +114,33 @@ typedef struct gpuplug_device_info_t {
    * "concurrent managed access"); 0: synchronize before touching managed memory from the host
    * (see docs/architecture.md). */
   uint32_t concurrent_managed_access;
+
+  /* ---- ABI 1.1 (struct_size GPUPLUG_DEVICE_INFO_V1_1_SIZE): identity and capabilities. Read only
+   * when the struct_size the plugin wrote back covers them; an older plugin reads as "unknown". */
+  uint32_t has_pci;         /* 1 when the pci_* fields below are meaningful */
+  uint32_t pci_domain;      /* domain:bus:device.function, as "0000:c1:00.0" */
+  uint32_t pci_bus;
+  uint32_t pci_device;
+  uint32_t pci_function;
+  uint32_t pci_vendor_id;   /* 0x10de NVIDIA, 0x1002 AMD; 0 when none */
+  uint32_t pci_device_id;   /* 0 when none */
+  uint32_t warp_size;       /* threads per warp / wavefront; the host backend: 1 */
+  uint64_t max_shared_memory_per_block; /* bytes a launch may ask as shared_bytes */
+  char driver_version[64];  /* "13.0" (cuDriverGetVersion), "6.2.41133" (hipDriverGetVersion), kernel release on host */
+  char runtime_version[64]; /* the runtime the plugin uses ("" when it calls the driver only) */
+  gpuplug_device_class_t device_class; /* GPUPLUG_DEVICE_CLASS_*; 0 (unknown) from older plugins */
+  uint32_t reserved0;       /* zero */
+  uint64_t peak_gflops;     /* peak single-precision throughput when the plugin knows it, else 0 */
 } gpuplug_device_info_t;
 
 /* The size of gpuplug_device_info_t in ABI 1.0 (before concurrent_managed_access). A plugin accepts
  * any struct_size from this up, writes only the fields that fit and sets struct_size to the size
  * it wrote; a host reads only the fields that the written struct_size covers. */
 #define GPUPLUG_DEVICE_INFO_V1_0_SIZE (offsetof(gpuplug_device_info_t, concurrent_managed_access))
+/* Every field of ABI 1.0, concurrent_managed_access included (the 1.0 header's sizeof). */
+#define GPUPLUG_DEVICE_INFO_V1_0_FULL_SIZE (offsetof(gpuplug_device_info_t, has_pci))
+/* The size of gpuplug_device_info_t in ABI 1.1. */
+#define GPUPLUG_DEVICE_INFO_V1_1_SIZE (offsetof(gpuplug_device_info_t, peak_gflops) + sizeof(uint64_t))
 
 /* ---- host services ------------------------------------------------------ */
 typedef int32_t gpuplug_log_level_t;
@@ -152,6 +185,22 @@ typedef struct gpuplug_ledger_stats_t {
   uint64_t total_allocs;       /* successful allocations since create */
   uint64_t total_frees;
 } gpuplug_ledger_stats_t;
+
+/* What inspect_module (ABI 1.1) found in a module image for one device: which of the targets the
+ * image carries would load there, and the kernels it defines. Every string NUL-terminated,
+ * truncated to fit; a list that does not fit ends with "...". */
+typedef struct gpuplug_module_inspection_t {
+  uint32_t struct_size;  /* set by the caller to sizeof(gpuplug_module_inspection_t) */
+  int32_t loadable;      /* 1 when one of the targets loads on the device */
+  char format[64];       /* "fatbin", "cubin", "ptx", "offload bundle", "code object", "ELF shared object" */
+  char target[128];      /* the target that loads: "sm_90 (SASS)", "compute_90 (PTX, JIT)", "gfx942", "x86_64" */
+  char targets[1024];    /* every target in the image, space-separated */
+  char reason[512];      /* loadable == 0: why none loads ("no sm_90 SASS and no PTX at or below compute_90") */
+  char functions[4096];  /* the kernels, '\n'-separated */
+  char symbols[2048];    /* the other published globals, '\n'-separated, each "name" or, for a 4-byte
+                          * global whose initial value the image holds, "name=value" (unsigned
+                          * decimal, e.g. "gemm_f32_n_tile=64") */
+} gpuplug_module_inspection_t;
 
 typedef struct gpuplug_instance_s* gpuplug_instance_t; /* one backend: a device with its own state */
 
@@ -230,12 +279,45 @@ typedef struct gpuplug_plugin_v1 {
    * $ORIGIN finds a library next to it; a dependency not found is NOT_FOUND naming it.
    * (optional) defaults to the core reading the file + load_module (the module has no $ORIGIN). */
   gpuplug_status_t (*load_module_file)(gpuplug_instance_t inst, const char* name, const char* path);
+
+  /* ---- ABI 1.1: events. All optional: a null slot is UNSUPPORTED ("events are not supported by
+   * the <name> plugin"), which is what a host sees of a 1.0 plugin. An event is an opaque 64-bit
+   * value of one instance, never 0. A foreign, destroyed or never-created event is
+   * INVALID_ARGUMENT naming the event and the operation; stream arguments as for the other slots
+   * (0 is the default stream). */
+  gpuplug_status_t (*event_create)(gpuplug_instance_t inst, uint64_t* out);
+  /* Destroys an event; work it was recorded after may still be queued (it completes normally). */
+  gpuplug_status_t (*event_destroy)(gpuplug_instance_t inst, uint64_t event);
+  /* Captures the work queued on `stream` so far; recording again replaces the capture. */
+  gpuplug_status_t (*event_record)(gpuplug_instance_t inst, uint64_t event, uint64_t stream);
+  /* Work queued on `stream` after this call waits until `event`'s capture completes; the host
+   * does not wait. An event never recorded is already complete (as in CUDA). */
+  gpuplug_status_t (*stream_wait_event)(gpuplug_instance_t inst, uint64_t stream, uint64_t event);
+  /* Blocks the host until the event's capture completes; a failure pending on it is reported. */
+  gpuplug_status_t (*event_synchronize)(gpuplug_instance_t inst, uint64_t event);
+  /* *ready = 1 when the capture has completed, 0 when not; never blocks. */
+  gpuplug_status_t (*event_query)(gpuplug_instance_t inst, uint64_t event, int32_t* ready);
+  /* Milliseconds between two completed events of this instance; INVALID_ARGUMENT naming the
+   * event when one was never recorded, UNAVAILABLE ("not ready") when one has not completed. */
+  gpuplug_status_t (*event_elapsed_ms)(gpuplug_instance_t inst, uint64_t start, uint64_t end, float* ms);
+
+  /* ---- ABI 1.1: kernel-binary preflight (plugin-level, no instance). Says which of `image`'s
+   * targets would load on device `ordinal` and what it defines, without loading it. An image the
+   * plugin cannot parse is INVALID_IMAGE with the reason in out->reason. (optional) defaults to
+   * UNSUPPORTED. */
+  gpuplug_status_t (*inspect_module)(uint32_t ordinal, const void* image, uint64_t size,
+                                     gpuplug_module_inspection_t* out);
 } gpuplug_plugin_v1;
 
 /* The smallest table a v1 host accepts: everything up to and including sweep_unreleased (the
  * table of the first release). A plugin built before a slot was appended publishes this smaller
  * struct_size and keeps loading; the host then uses the slot's default. */
 #define GPUPLUG_PLUGIN_V1_MIN_SIZE (offsetof(gpuplug_plugin_v1, sweep_unreleased) + sizeof(void*))
+/* The table of ABI 1.0 as it shipped, load_module_file included (the 1.0 header's sizeof): what a
+ * 1.1 plugin answers to a host that speaks 1.0. */
+#define GPUPLUG_PLUGIN_V1_0_SIZE (offsetof(gpuplug_plugin_v1, load_module_file) + sizeof(void*))
+/* The table of ABI 1.1. */
+#define GPUPLUG_PLUGIN_V1_1_SIZE (offsetof(gpuplug_plugin_v1, inspect_module) + sizeof(void*))
 
 /* The entry point every plugin exports (extern "C", default visibility). */
 typedef const gpuplug_plugin_v1* (*gpuplug_plugin_entry_fn)(uint32_t host_abi_version);

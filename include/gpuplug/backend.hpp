@@ -77,6 +77,24 @@ class GpuBackend {
   /// Waits for every stream of this backend.
   virtual void synchronize() = 0;
 
+  // ---- events (ABI 1.1). The defaults throw Error(unsupported), which is also what a backend
+  // whose plugin predates ABI 1.1 reports. A foreign, destroyed or null event is
+  // Error(invalid_argument) naming the event and the operation.
+  /// A new event of this backend.
+  virtual Event create_event();
+  /// Destroys an event; work it was recorded after still completes.
+  virtual void destroy_event(Event event);
+  /// Captures the work queued on `stream` so far (recording again replaces the capture).
+  virtual void record(Event event, Stream stream = {});
+  /// Work queued on `stream` after this waits for `event`'s capture; the host does not wait.
+  virtual void wait(Stream stream, Event event);
+  /// Blocks until `event`'s capture completes.
+  virtual void synchronize(Event event);
+  /// True when `event`'s capture has completed (an event never recorded: true); never blocks.
+  virtual bool query(Event event);
+  /// Milliseconds from `start` to `end`, both recorded and completed.
+  virtual float elapsed_ms(Event start, Event end);
+
   // ---- modules
   /// Registers `image` (fatbin/cubin/PTX, HIP code object, host ELF) under `name`.
   /// Error(invalid_argument) if the name is taken, Error(invalid_image) if the bytes do not load.

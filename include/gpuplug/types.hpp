@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -93,6 +94,14 @@ struct Stream {
   friend auto operator<=>(const Stream&, const Stream&) = default;
 };
 
+/// An event of one backend (ABI 1.1): a point in a stream's work that other streams and the host
+/// can wait for. 0 is null. Only meaningful to the backend that made it.
+struct Event {
+  std::uint64_t value = 0;
+  explicit operator bool() const noexcept { return value != 0; }
+  friend auto operator<=>(const Event&, const Event&) = default;
+};
+
 struct Dim3 {
   std::uint32_t x = 1, y = 1, z = 1;
   friend bool operator==(const Dim3&, const Dim3&) = default;
@@ -112,6 +121,29 @@ struct MemoryInfo {
   std::uint64_t total_bytes = 0;
 };
 
+/// What kind of device a backend drives; `auto` prefers them in this order (docs/architecture.md).
+/// `unknown` comes from plugins older than ABI 1.1 and ranks as an accelerator.
+enum class DeviceClass : std::int32_t {
+  unknown = GPUPLUG_DEVICE_CLASS_UNKNOWN,
+  discrete_gpu = GPUPLUG_DEVICE_CLASS_DISCRETE_GPU,
+  integrated_gpu = GPUPLUG_DEVICE_CLASS_INTEGRATED_GPU,
+  accelerator = GPUPLUG_DEVICE_CLASS_ACCELERATOR,
+  cpu = GPUPLUG_DEVICE_CLASS_CPU,
+  emulator = GPUPLUG_DEVICE_CLASS_EMULATOR,
+};
+
+/// "discrete_gpu", "integrated_gpu", "accelerator", "cpu", "emulator", "unknown".
+std::string to_string(DeviceClass c);
+
+/// A PCI address, domain:bus:device.function.
+struct PciAddress {
+  std::uint32_t domain = 0, bus = 0, device = 0, function = 0;
+  friend bool operator==(const PciAddress&, const PciAddress&) = default;
+};
+
+/// "0000:c1:00.0" (lower-case hex, as lspci and CUDA_VISIBLE_DEVICES write it).
+std::string to_string(const PciAddress& a);
+
 struct DeviceInfo {
   std::uint32_t ordinal = 0;
   std::string name;
@@ -125,6 +157,17 @@ struct DeviceInfo {
   /// consumer GPUs, Windows, Jetson before Xavier): synchronize before touching managed memory
   /// from the host. The host backend: true.
   bool concurrent_managed_access = false;
+
+  // ---- ABI 1.1; a plugin older than that leaves them at these defaults.
+  std::optional<PciAddress> pci;       ///< nullopt: no PCI device (host) or not reported
+  std::uint32_t pci_vendor_id = 0;     ///< 0x10de NVIDIA, 0x1002 AMD; 0 when none
+  std::uint32_t pci_device_id = 0;
+  std::uint32_t warp_size = 0;         ///< threads per warp / wavefront; 0 when not reported
+  std::uint64_t max_shared_memory_per_block = 0;  ///< bytes; 0 when not reported
+  std::string driver_version;          ///< "" when not reported
+  std::string runtime_version;
+  DeviceClass device_class = DeviceClass::unknown;
+  std::uint64_t peak_gflops = 0;       ///< 0 when unknown
 };
 
 struct LedgerStats {
@@ -146,6 +189,10 @@ struct std::hash<gpuplug::KernelHandle> {
 template <>
 struct std::hash<gpuplug::DevicePtr> {
   std::size_t operator()(const gpuplug::DevicePtr& p) const noexcept { return std::hash<std::uint64_t>{}(p.value); }
+};
+template <>
+struct std::hash<gpuplug::Event> {
+  std::size_t operator()(const gpuplug::Event& e) const noexcept { return std::hash<std::uint64_t>{}(e.value); }
 };
 template <>
 struct std::hash<gpuplug::Stream> {

@@ -87,7 +87,7 @@ BOOST_AUTO_TEST_CASE(every_fake_is_listed_with_its_reason) {
   expect("libgpuplug-nullentry.so", PluginState::failed, PluginReason::entry_returned_null,
          "returned null");
   expect("libgpuplug-abi2.so", PluginState::failed, PluginReason::abi_mismatch,
-         "plugin speaks ABI 2.0, host speaks 1.0");
+         "plugin speaks ABI 2.0, host speaks 1.1");
   BOOST_TEST(get("libgpuplug-abi2.so").abi_version == GPUPLUG_MAKE_VERSION(2, 0));
   expect("libgpuplug-small.so", PluginState::failed, PluginReason::table_too_small, "16 bytes");
   expect("libgpuplug-nullslot.so", PluginState::failed, PluginReason::abi_mismatch,
