@@ -182,14 +182,42 @@ bool OpCache::a_e4m3(KernelHandle h) const noexcept {
 
 // ---- scratch
 
-DevicePtr OpCache::scratch(GpuBackend& gpu, std::string_view tag, std::size_t bytes) {
+namespace {
+
+/// The scratch hit for one table and the cache's bound backend; inlined into both callers below.
+[[gnu::always_inline]] inline DevicePtr find_scratch(const InsertOnlyTable<ScratchEntry>& table,
+                                                     const std::atomic<const GpuBackend*>& bound,
+                                                     const GpuBackend& gpu, std::string_view tag,
+                                                     std::size_t bytes) noexcept {
+  // The bound backend first: then neither it nor `gpu` stays live through the hash and the
+  // probe, which leaves the hit enough scratch registers to save none.
+  if (bound.load(std::memory_order_relaxed) != &gpu) return {};
   const std::uint64_t hash = detail::hash_string(tag);
   const auto match = [&](const ScratchEntry& e) { return e.tag.equals(tag); };
-  const ScratchEntry* e = impl_->scratch.find(hash, match);
-  if (e != nullptr && backend_.load(std::memory_order_relaxed) == &gpu) {
-    if (const std::optional<DevicePtr> p = e->fits(bytes)) return *p;  // hit
-  }
-  // The miss path hashes again: carrying the hash through the hit would make the hit dearer.
+  const ScratchEntry* e = table.find(hash, match);
+  if (e == nullptr) return {};
+  return e->fits(bytes).value_or(DevicePtr{});
+}
+
+/// Tags longer than 16 bytes, out of line: the hash loop they need makes GCC save and restore
+/// four registers in whatever function holds it, which the short tags' hit then paid each time.
+[[gnu::noinline]] DevicePtr find_long_scratch(const InsertOnlyTable<ScratchEntry>& table,
+                                              const std::atomic<const GpuBackend*>& bound,
+                                              const GpuBackend& gpu, std::string_view tag,
+                                              std::size_t bytes) noexcept {
+  return find_scratch(table, bound, gpu, tag, bytes);
+}
+
+}  // namespace
+
+DevicePtr OpCache::scratch_hit(const GpuBackend& gpu, std::string_view tag,
+                               std::size_t bytes) const noexcept {
+  if (tag.size() > 16) return find_long_scratch(impl_->scratch, backend_, gpu, tag, bytes);
+  return find_scratch(impl_->scratch, backend_, gpu, tag, bytes);
+}
+
+DevicePtr OpCache::scratch_miss(GpuBackend& gpu, std::string_view tag, std::size_t bytes) {
+  // The miss hashes again: carrying the hash out of the hit would make the hit dearer.
   bind(gpu);
   return impl_->scratch_miss(gpu, tag, bytes);
 }

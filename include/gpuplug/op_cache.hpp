@@ -87,7 +87,12 @@ class OpCache final : public ModelResource<GpuBackend> {
   /// allocates a new buffer (device memory) and retires the old one, which stays valid until
   /// `release`. Throws Error(out_of_memory) from the backend on a failed grow, and
   /// Error(invalid_argument) when the cache is bound to another backend.
-  DevicePtr scratch(GpuBackend& gpu, std::string_view tag, std::size_t bytes);
+  DevicePtr scratch(GpuBackend& gpu, std::string_view tag, std::size_t bytes) {
+    // Inline so that the hit is a leaf call: the caller, not the lookup, keeps the arguments
+    // for the miss, and the lookup saves no registers (docs/PERFORMANCE.md, issue 14).
+    const DevicePtr hit = scratch_hit(gpu, tag, bytes);
+    return hit ? hit : scratch_miss(gpu, tag, bytes);
+  }
 
   /// The per-backend latch: true once device allocation has fallen back to managed memory.
   bool alloc_fell_back() const noexcept;
@@ -143,6 +148,13 @@ class OpCache final : public ModelResource<GpuBackend> {
   struct GPUPLUG_LOCAL Kernels;  // the kernel memo: owned by a standalone cache, shared by model caches
   /// Throws Error(invalid_argument) unless the cache is unbound (then binds it) or bound to gpu.
   void bind(GpuBackend& gpu);
+  /// scratch's hit: the stored buffer when `tag` is known, the cache is bound to `gpu` and the
+  /// buffer holds `bytes`; null otherwise. Never throws, allocates nothing. (A buffer is never
+  /// null: a zero-byte alloc returns a distinct pointer. A backend that broke that would only
+  /// send every call to the miss, which finds the entry again under its lock: slower, still right.)
+  DevicePtr scratch_hit(const GpuBackend& gpu, std::string_view tag, std::size_t bytes) const noexcept;
+  /// scratch's miss: binds (or throws), then looks again under the lock and allocates or grows.
+  DevicePtr scratch_miss(GpuBackend& gpu, std::string_view tag, std::size_t bytes);
 
   std::unique_ptr<Impl> impl_;  // never null; Impl keeps the header free of the table types
   // The kernel memo this cache reads: its own (in impl_) or, for a model cache, the backend

@@ -373,6 +373,40 @@ BOOST_AUTO_TEST_CASE(scratch_is_grow_only_and_retires_outgrown_buffers) {
   BOOST_TEST(host.gpu->live_alloc_count() == live0);
 }
 
+// Tags of up to 16 bytes and longer ones take different hit paths (the long ones out of line,
+// docs/PERFORMANCE.md); both must hit, grow and refuse another backend alike. Lengths 0..40
+// cover every branch of the hash and of the key comparison on both sides of the split.
+BOOST_AUTO_TEST_CASE(scratch_hits_for_tags_of_every_length_and_refuses_another_backend) {
+  Host host;
+  Host other;
+  CountingBackend gpu(*host.gpu);
+  OpCache c;
+  std::vector<std::pair<std::string, DevicePtr>> made;
+  for (std::size_t len = 0; len <= 40; ++len) {
+    // Tags that differ only in their last byte, so a wrong comparison shows as a false hit.
+    std::string tag(len, 'k');
+    if (len > 0) tag.back() = static_cast<char>('a' + len % 26);
+    made.emplace_back(tag, c.scratch(gpu, tag, 64 + len));
+  }
+  BOOST_TEST(gpu.alloc_calls == made.size());
+  for (const auto& [tag, p] : made) {
+    BOOST_TEST_INFO("tag of " << tag.size() << " bytes");
+    BOOST_TEST(c.scratch(gpu, tag, 64) == p);                 // hit
+    BOOST_TEST(c.scratch(gpu, std::string(tag), 64 + tag.size()) == p);  // hit, another copy of the key
+    BOOST_CHECK_THROW(c.scratch(*other.gpu, tag, 8), gpuplug::Error);  // bound to gpu
+  }
+  BOOST_TEST(gpu.alloc_calls == made.size());
+  // A grow through each path.
+  const DevicePtr short_grown = c.scratch(gpu, made[16].first, 4096);
+  const DevicePtr long_grown = c.scratch(gpu, made[17].first, 4096);
+  BOOST_TEST(short_grown != made[16].second);
+  BOOST_TEST(long_grown != made[17].second);
+  BOOST_TEST(c.scratch(gpu, made[16].first, 100) == short_grown);
+  BOOST_TEST(c.scratch(gpu, made[17].first, 100) == long_grown);
+  BOOST_TEST(gpu.alloc_calls == made.size() + 2);
+  c.release(gpu);
+}
+
 BOOST_AUTO_TEST_CASE(a_failed_scratch_grow_changes_nothing) {
   Host host;
   auto small = host.another({{"device_memory_limit", "1M"}});
