@@ -25,6 +25,12 @@ namespace fs = std::filesystem;
 
 BOOST_TEST_GLOBAL_FIXTURE(LoaderEnvironment);
 
+namespace gpuplug {
+inline std::ostream& boost_test_print_type(std::ostream& os, const DeviceClass& c) {
+  return os << to_string(c);
+}
+}  // namespace gpuplug
+
 namespace {
 
 bool contains(const std::string& text, const std::string& part) {

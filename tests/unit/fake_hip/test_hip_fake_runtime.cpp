@@ -296,11 +296,11 @@ BOOST_AUTO_TEST_CASE(destroy_sweeps_what_was_left_on_the_right_device, *full_fak
 BOOST_AUTO_TEST_CASE(selectors_name_fake_devices_by_pci_and_uuid, *full_fake()) {
   gpuplug::PluginRegistry registry;
   const gpuplug::PluginInfo info = registry.add_plugin_file(plugin_under_test());
-  BOOST_TEST_REQUIRE(info.state == gpuplug::PluginState::available, info.message);
+  BOOST_TEST_REQUIRE((info.state == gpuplug::PluginState::available), info.message);
   BOOST_TEST_REQUIRE(info.devices.size() == 2u);
   BOOST_TEST((info.devices[0].pci.value() == gpuplug::PciAddress{0, 0xc1, 0, 0}));
   BOOST_TEST((info.devices[1].pci.value() == gpuplug::PciAddress{1, 2, 0, 0}));
-  BOOST_TEST(info.devices[1].device_class == gpuplug::DeviceClass::integrated_gpu);
+  BOOST_TEST((info.devices[1].device_class == gpuplug::DeviceClass::integrated_gpu));
   BOOST_TEST(info.devices[0].driver_version == "6.1.41134");
 
   BOOST_TEST(registry.select("hip:pci=0000:c1:00.0").chosen == "hip:0");
@@ -316,7 +316,7 @@ BOOST_AUTO_TEST_CASE(selectors_name_fake_devices_by_pci_and_uuid, *full_fake()) 
     BOOST_FAIL("an absent PCI address was selected");
   } catch (const gpuplug::Error& e) {
     const std::string what = e.what();
-    BOOST_TEST(e.status() == gpuplug::Status::not_found);
+    BOOST_TEST((e.status() == gpuplug::Status::not_found));
     BOOST_TEST(contains(what, "hip:pci=0000:c3:00.0: no such device (hip has "
                               "0 (uuid GPU-0123456789abcdef, pci 0000:c1:00.0); "
                               "1 (uuid GPU-fedcba9876543210, pci 0001:02:00.0))"),
