@@ -141,8 +141,8 @@ std::string host_arch() {
 #if defined(__x86_64__)
   // The psABI's micro-architecture levels, from what this CPU and OS support (the builtins
   // check OS support for the AVX state too): what a host kernel built with -march=x86-64-vN
-  // needs.
-  __builtin_cpu_init();
+  // needs. No __builtin_cpu_init: libgcc's constructor has filled the table by now, and calling
+  // it here would only read it again.
   const bool v2 = __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("ssse3") &&
                   __builtin_cpu_supports("popcnt");
   const bool v3 = v2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2") &&
