@@ -33,7 +33,9 @@ constexpr std::string_view channel = "registry";
 constexpr int record_fd = 3;        // where the child writes (dup2'ed from the pipe)
 constexpr char stage_frame = 'S';   // 'S' <stage byte>
 constexpr char record_frame = 'R';  // 'R' <u32 length> <record>
-constexpr std::uint32_t record_magic = 0x31525047;  // "GPR1"
+// "GPR2": the device fields of ABI 1.1 (identity, capabilities) and concurrent_managed_access
+// follow managed_memory. Parent and child are the same libgpuplug, so there is one layout.
+constexpr std::uint32_t record_magic = 0x32525047;
 constexpr std::uint32_t max_devices = 1024;
 // Frames beyond the record: stage frames are two bytes, at most a few of them.
 constexpr std::size_t max_stream_bytes = max_probe_record_bytes + 64;
@@ -297,6 +299,21 @@ std::string encode_probe_record(const PluginInfo& info) {
     put_u64(out, d.free_memory);
     put_u64(out, d.compute_units);
     put_u64(out, d.managed_memory ? 1 : 0);
+    put_u64(out, d.concurrent_managed_access ? 1 : 0);
+    put_u64(out, d.pci ? 1 : 0);
+    const PciAddress pci = d.pci.value_or(PciAddress{});
+    put_u64(out, pci.domain);
+    put_u64(out, pci.bus);
+    put_u64(out, pci.device);
+    put_u64(out, pci.function);
+    put_u64(out, d.pci_vendor_id);
+    put_u64(out, d.pci_device_id);
+    put_u64(out, d.warp_size);
+    put_u64(out, d.max_shared_memory_per_block);
+    put_str(out, d.driver_version);
+    put_str(out, d.runtime_version);
+    put_u64(out, static_cast<std::uint64_t>(static_cast<std::int64_t>(d.device_class)));
+    put_u64(out, d.peak_gflops);
   }
   return out;
 }
@@ -330,6 +347,36 @@ std::variant<PluginInfo, std::string> decode_probe_record(std::string_view recor
     const std::uint64_t managed = r.u64("managed_memory");
     if (managed > 1) r.fail("managed_memory " + std::to_string(managed));
     d.managed_memory = managed == 1;
+    const std::uint64_t concurrent = r.u64("concurrent_managed_access");
+    if (concurrent > 1) r.fail("concurrent_managed_access " + std::to_string(concurrent));
+    d.concurrent_managed_access = concurrent == 1;
+    // The child ran to_device_info, which only yields valid values; anything else is a defect.
+    const std::uint64_t has_pci = r.u64("has_pci");
+    const std::uint64_t domain = r.u64("pci_domain");
+    const std::uint64_t bus = r.u64("pci_bus");
+    const std::uint64_t device = r.u64("pci_device");
+    const std::uint64_t function = r.u64("pci_function");
+    if (has_pci > 1 || domain > UINT32_MAX || bus > 0xff || device > 0x1f || function > 7)
+      r.fail("device " + std::to_string(i) + " PCI address");
+    if (has_pci == 1)
+      d.pci = PciAddress{static_cast<std::uint32_t>(domain), static_cast<std::uint32_t>(bus),
+                         static_cast<std::uint32_t>(device), static_cast<std::uint32_t>(function)};
+    const std::uint64_t vendor_id = r.u64("pci_vendor_id");
+    const std::uint64_t device_id = r.u64("pci_device_id");
+    const std::uint64_t warp = r.u64("warp_size");
+    if (vendor_id > 0xffff || device_id > 0xffff || warp > UINT32_MAX)
+      r.fail("device " + std::to_string(i) + " PCI ids or warp size");
+    d.pci_vendor_id = static_cast<std::uint32_t>(vendor_id);
+    d.pci_device_id = static_cast<std::uint32_t>(device_id);
+    d.warp_size = static_cast<std::uint32_t>(warp);
+    d.max_shared_memory_per_block = r.u64("max_shared_memory_per_block");
+    d.driver_version = r.str("driver_version", 64);
+    d.runtime_version = r.str("runtime_version", 64);
+    const std::uint64_t device_class = r.u64("device_class");
+    if (device_class > GPUPLUG_DEVICE_CLASS_EMULATOR)
+      r.fail("device_class " + std::to_string(device_class));
+    d.device_class = static_cast<DeviceClass>(device_class);
+    d.peak_gflops = r.u64("peak_gflops");
     info.devices.push_back(std::move(d));
   }
   if (!r.defect().empty()) return r.defect();

@@ -229,6 +229,26 @@ DeviceInfo to_device_info(const gpuplug_device_info_t& d) {
       d.struct_size >= offsetof(gpuplug_device_info_t, concurrent_managed_access) +
                            sizeof d.concurrent_managed_access &&
       d.concurrent_managed_access != 0;
+  // ABI 1.1 identity: all or nothing, by the struct_size the plugin wrote back (a 1.0 plugin
+  // writes at most GPUPLUG_DEVICE_INFO_V1_0_FULL_SIZE and its devices keep the defaults).
+  if (d.struct_size < GPUPLUG_DEVICE_INFO_V1_1_SIZE) return info;
+  // Values a PCI address cannot hold are not trusted as one: the device then has no address
+  // (a selector by pci= cannot match it) rather than a made-up one.
+  if (d.has_pci == 1 && d.pci_bus <= 0xff && d.pci_device <= 0x1f &&
+      d.pci_function <= 7)
+    info.pci = PciAddress{d.pci_domain, d.pci_bus, d.pci_device, d.pci_function};
+  info.pci_vendor_id = d.pci_vendor_id <= 0xffff ? d.pci_vendor_id : 0;
+  info.pci_device_id = d.pci_device_id <= 0xffff ? d.pci_device_id : 0;
+  info.warp_size = d.warp_size;
+  info.max_shared_memory_per_block = d.max_shared_memory_per_block;
+  info.driver_version = support::fixed_string(d.driver_version, sizeof d.driver_version);
+  info.runtime_version = support::fixed_string(d.runtime_version, sizeof d.runtime_version);
+  // A class this core does not know (a newer plugin's) reads as unknown.
+  info.device_class = d.device_class >= GPUPLUG_DEVICE_CLASS_UNKNOWN &&
+                              d.device_class <= GPUPLUG_DEVICE_CLASS_EMULATOR
+                          ? static_cast<DeviceClass>(d.device_class)
+                          : DeviceClass::unknown;
+  info.peak_gflops = d.peak_gflops;
   return info;
 }
 

@@ -4,12 +4,15 @@
 #include "selector.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
+#include <gpuplug/support/escape.hpp>
 #include <gpuplug/support/plugin_name.hpp>
 #include <gpuplug/support/text.hpp>
 #include <limits>
 #include <memory>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "environment.hpp"
@@ -31,12 +34,110 @@ std::string_view trim(std::string_view s) noexcept {
 [[noreturn]] void bad(std::string_view selector, std::string_view element, std::string_view why) {
   std::string message = "invalid backend selector '";
   message.append(selector).append("': element '").append(element).append("' ").append(why);
-  message.append(" (expected name[:ordinal][!] items separated by commas, e.g. \"cuda:1,host\")");
+  message.append(
+      " (expected name[:ordinal|:uuid=UUID|:pci=ADDRESS][!] items separated by commas, e.g. "
+      "\"cuda:1,host\" or \"hip:pci=0000:c1:00.0\")");
   throw Error(Status::invalid_argument, "", std::move(message));
+}
+
+/// Up to `max_digits` hex digits (either case) from the front of `s`, consumed; nullopt when
+/// there are none or more.
+std::optional<std::uint32_t> take_hex(std::string_view& s, std::size_t max_digits) {
+  std::size_t n = 0;
+  std::uint32_t value = 0;
+  while (n < s.size() && std::isxdigit(static_cast<unsigned char>(s[n])) != 0) {
+    if (++n > max_digits) return std::nullopt;
+    const char c = static_cast<char>(std::tolower(static_cast<unsigned char>(s[n - 1])));
+    value = value * 16 + static_cast<std::uint32_t>(c <= '9' ? c - '0' : c - 'a' + 10);
+  }
+  if (n == 0) return std::nullopt;
+  s.remove_prefix(n);
+  return value;
+}
+
+/// "0000:c1:00.0", "00000000:C1:00.0" (nvidia-smi) or the short "c1:00.0" (domain 0).
+std::optional<PciAddress> parse_pci(std::string_view text) {
+  // Two colons: a domain comes first.
+  const bool has_domain = std::count(text.begin(), text.end(), ':') == 2;
+  PciAddress a;
+  std::string_view s = text;
+  if (has_domain) {
+    const auto domain = take_hex(s, 8);
+    if (!domain || s.empty() || s.front() != ':') return std::nullopt;
+    s.remove_prefix(1);
+    a.domain = *domain;
+  }
+  const auto bus = take_hex(s, 2);
+  if (!bus || s.empty() || s.front() != ':') return std::nullopt;
+  s.remove_prefix(1);
+  const auto device = take_hex(s, 2);
+  if (!device || *device > 0x1f || s.empty() || s.front() != '.') return std::nullopt;
+  s.remove_prefix(1);
+  const auto function = take_hex(s, 1);
+  if (!function || *function > 7 || !s.empty()) return std::nullopt;
+  a.bus = *bus;
+  a.device = *device;
+  a.function = *function;
+  return a;
+}
+
+/// Parses the "uuid=..." or "pci=..." after the colon into `item`; false when `spec` is neither.
+bool parse_device_spec(std::string_view selector, std::string_view element, std::string_view spec,
+                       SelectorItem& item) {
+  constexpr std::string_view uuid_key = "uuid=";
+  constexpr std::string_view pci_key = "pci=";
+  if (spec.starts_with(uuid_key)) {
+    const std::string_view value = spec.substr(uuid_key.size());
+    if (value.empty()) bad(selector, element, "has an empty uuid");
+    if (value.size() > 63) bad(selector, element, "has a uuid longer than 63 characters");
+    const bool plain = std::all_of(value.begin(), value.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-';
+    });
+    if (!plain) {
+      bad(selector, element,
+          "has a uuid with a character other than a letter, a digit or '-' (e.g. "
+          "uuid=GPU-8932f937-d72c-4106-c12f-20bd9faed9f6)");
+    }
+    item.uuid = std::string(value);
+    return true;
+  }
+  if (spec.starts_with(pci_key)) {
+    const std::string_view value = spec.substr(pci_key.size());
+    if (value.empty()) bad(selector, element, "has an empty PCI address");
+    item.pci = parse_pci(value);
+    if (!item.pci) {
+      bad(selector, element,
+          "has a PCI address that is not domain:bus:device.function in hex (e.g. "
+          "pci=0000:c1:00.0, or c1:00.0 in domain 0; device at most 1f, function at most 7)");
+    }
+    return true;
+  }
+  return false;
 }
 
 SelectorItem parse_item(std::string_view selector, std::string_view element) {
   SelectorItem item;
+  {
+    // "name:uuid=..." and "name:pci=..." name a device; any other '=' is an option.
+    std::string_view rest = element;
+    if (!rest.empty() && rest.back() == '!') rest.remove_suffix(1);
+    const auto colon = rest.find(':');
+    if (colon != std::string_view::npos && rest.find('=') != std::string_view::npos &&
+        rest.find('=') > colon) {
+      const std::string_view name = rest.substr(0, colon);
+      if (parse_device_spec(selector, element, rest.substr(colon + 1), item)) {
+        if (name.empty()) bad(selector, element, "has no backend name");
+        if (!support::valid_plugin_name(name)) {
+          bad(selector, element,
+              "has a bad character in the name (names use lower-case letters, digits and '_')");
+        }
+        if (name == "auto") bad(selector, element, "names a device for 'auto'");
+        item.name = std::string(name);
+        item.required = rest.size() != element.size();
+        return item;
+      }
+    }
+  }
   if (const auto eq = element.find('='); eq != std::string_view::npos) {
     // "host!opt=bad": a selector names backends only; say where options go instead of
     // complaining about a bad character.
@@ -183,7 +284,50 @@ class Selector {
   std::string item_text(const SelectorItem& item) const {
     std::string s = item.name;
     if (item.ordinal) s += ":" + std::to_string(*item.ordinal);
+    if (item.uuid) s += ":uuid=" + *item.uuid;
+    if (item.pci) s += ":pci=" + to_string(*item.pci);
     return s;
+  }
+
+  /// Whether device `d` is the one `item` names by uuid or PCI address.
+  static bool names_device(const SelectorItem& item, const DeviceInfo& d) {
+    if (item.pci) return d.pci && *d.pci == *item.pci;
+    if (!item.uuid || d.uuid.empty()) return false;
+    // Case-insensitive, and "GPU-" optional on either side (CUDA_VISIBLE_DEVICES takes both).
+    auto bare = [](std::string_view u) {
+      std::string out(u.substr(u.size() >= 4 && (u.substr(0, 4) == "GPU-" || u.substr(0, 4) == "gpu-")
+                                   ? 4
+                                   : 0));
+      for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      return out;
+    };
+    return bare(*item.uuid) == bare(d.uuid);
+  }
+
+  /// "0 (uuid GPU-..., pci 0000:c1:00.0); 1 (...)": the devices a plugin has, by what a selector
+  /// can name them by. Plugin text is escaped: it reaches logs and terminals.
+  static std::string device_list(const PluginEntry& e) {
+    std::vector<std::string> items;
+    for (const DeviceInfo& d : e.info.devices) {
+      items.push_back(std::to_string(d.ordinal) + " (uuid " +
+                      (d.uuid.empty() ? std::string("none") : support::escape_text(d.uuid)) +
+                      ", pci " + (d.pci ? to_string(*d.pci) : std::string("none")) + ")");
+    }
+    return items.empty() ? "none" : support::join(items, "; ");
+  }
+
+  /// The device of `e` that `item` names by uuid or PCI address; else a not_found Attempt that
+  /// lists the devices there are.
+  std::variant<std::uint32_t, Attempt> device_named(const PluginEntry& e,
+                                                    const SelectorItem& item) const {
+    for (const DeviceInfo& d : e.info.devices) {
+      if (names_device(item, d)) return d.ordinal;
+    }
+    Attempt a;
+    a.status = Status::not_found;
+    a.refused.push_back(item_text(item) + ": no such device (" + e.info.name + " has " +
+                        device_list(e) + ")");
+    return a;
   }
 
   std::string known_names() const {
@@ -222,6 +366,11 @@ class Selector {
 
   Attempt try_named(const SelectorItem& item) {
     const PluginEntry* e = find(item.name);
+    if (e != nullptr && (item.uuid || item.pci) && e->info.state == PluginState::available) {
+      auto named = device_named(*e, item);
+      if (auto* refused = std::get_if<Attempt>(&named)) return std::move(*refused);
+      return try_entry(*e, std::get<std::uint32_t>(named));
+    }
     if (e != nullptr) return try_entry(*e, item.ordinal);
     Attempt a;
     a.status = Status::not_found;

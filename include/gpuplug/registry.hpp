@@ -80,15 +80,24 @@ struct DiscoveryOptions {
 /// cut there and end with a "[truncated ...]" marker. Whatever length the plugin claims.
 inline constexpr std::size_t max_plugin_text_bytes = 64 * 1024;
 
-/// A parsed selector element: "cuda:1!" is {name "cuda", ordinal 1, required true}.
+/// A parsed selector element: "cuda:1!" is {name "cuda", ordinal 1, required true}. At most one
+/// of ordinal, uuid and pci is set: each names one device of the plugin.
 struct SelectorItem {
   std::string name;                      // "auto", "cuda", "hip", "host", or any plugin name
   std::optional<std::uint32_t> ordinal;  // nullopt: the first available device
   bool required = false;                 // '!': absence is an error, not a fallback
+  /// "cuda:uuid=GPU-8932f937-..." names the device whose DeviceInfo::uuid is this text (compared
+  /// ignoring case; a "GPU-" prefix may be left out on either side, as CUDA_VISIBLE_DEVICES
+  /// allows). Letters, digits and '-' only, at most 63 of them.
+  std::optional<std::string> uuid;
+  /// "hip:pci=0000:c1:00.0" (or the short "c1:00.0", domain 0) names the device at that PCI
+  /// address (DeviceInfo::pci), hex digits in either case, as nvidia-smi and lspci print them.
+  std::optional<PciAddress> pci;
 };
 
-/// Parses "auto", "cuda", "cuda:1", "hip:0!", "cuda,hip,host". Throws Error(invalid_argument)
-/// naming the selector and the offending element (empty element, bad ordinal, bad characters).
+/// Parses "auto", "cuda", "cuda:1", "hip:0!", "cuda:uuid=GPU-...", "hip:pci=c1:00.0",
+/// "cuda,hip,host". Throws Error(invalid_argument) naming the selector and the offending element
+/// (empty element, bad ordinal, malformed uuid or PCI address, bad characters).
 std::vector<SelectorItem> parse_selector(std::string_view selector);
 
 /// The outcome of a selection: the backend and why earlier candidates were passed over.

@@ -23,6 +23,66 @@ void format_uuid(const CUuuid& uuid, char* out, std::size_t size) {
                 b[14], b[15]);
 }
 
+// FP32 lanes per SM by compute capability (the CUDA C++ Programming Guide's "Arithmetic
+// Instructions" table); 0 where not known, and then no peak is claimed.
+int fp32_lanes_per_sm(int major, int minor) noexcept {
+  switch (major) {
+    case 7:
+      return 64;  // Volta, Turing
+    case 8:
+      return minor == 0 ? 64 : 128;  // A100: 64; GA10x, Orin, Ada: 128
+    case 9:
+    case 10:
+    case 12:
+      return 128;  // Hopper, Blackwell
+    default:
+      return 0;
+  }
+}
+
+// The ABI 1.1 fields. CUDA's PCI "device id" attribute is the slot number (the d of
+// domain:bus:device.function), not the PCI device id, which the driver API does not report: 0.
+void describe_identity(const DriverApi& api, CUdevice device, int major, int minor,
+                       gpuplug_device_info_t& out) {
+  out.has_pci = 1;
+  out.pci_domain = static_cast<std::uint32_t>(
+      attribute(api, device, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, "PCI domain"));
+  out.pci_bus =
+      static_cast<std::uint32_t>(attribute(api, device, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, "PCI bus"));
+  out.pci_device = static_cast<std::uint32_t>(
+      attribute(api, device, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, "PCI device"));
+  out.pci_function = 0;  // CUDA devices are function 0 (nvidia-smi prints ".0" too)
+  out.pci_vendor_id = 0x10de;
+  out.pci_device_id = 0;
+  out.warp_size =
+      static_cast<std::uint32_t>(attribute(api, device, CU_DEVICE_ATTRIBUTE_WARP_SIZE, "warp size"));
+  // What a launch may ask once the kernel opts in (cuFuncSetAttribute); the default 48 KiB
+  // where the device has no opt-in maximum.
+  int shared = 0;
+  if (api.device_get_attribute(&shared, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                               device) != CUDA_SUCCESS ||
+      shared <= 0)
+    shared = attribute(api, device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK,
+                       "max shared memory per block");
+  out.max_shared_memory_per_block = shared > 0 ? static_cast<std::uint64_t>(shared) : 0;
+  std::snprintf(out.driver_version, sizeof out.driver_version, "%s",
+                version_text(api.driver_version).c_str());
+  out.runtime_version[0] = '\0';  // the plugin calls the driver API only
+  out.device_class = attribute(api, device, CU_DEVICE_ATTRIBUTE_INTEGRATED, "integrated") == 1
+                         ? GPUPLUG_DEVICE_CLASS_INTEGRATED_GPU
+                         : GPUPLUG_DEVICE_CLASS_DISCRETE_GPU;
+  // SMs x FP32 lanes x 2 (an FMA) x the peak clock, when the driver still reports the clock.
+  int clock_khz = 0;
+  if (api.device_get_attribute(&clock_khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, device) != CUDA_SUCCESS)
+    clock_khz = 0;
+  const int lanes = fp32_lanes_per_sm(major, minor);
+  out.peak_gflops = clock_khz > 0 && lanes > 0
+                        ? static_cast<std::uint64_t>(out.compute_units) *
+                              static_cast<std::uint64_t>(lanes) * 2 *
+                              static_cast<std::uint64_t>(clock_khz) / 1000000
+                        : 0;
+}
+
 CUstream as_stream(std::uint64_t stream) noexcept {
   return reinterpret_cast<CUstream>(static_cast<std::uintptr_t>(stream));
 }
@@ -41,7 +101,8 @@ void describe(const DriverApi& api, std::uint32_t ordinal, gpuplug_device_info_t
   out.ordinal = ordinal;
   check(api.device_get_name(out.name, sizeof out.name, device), "cuDeviceGetName");
   CUuuid uuid{};
-  check(api.device_get_uuid(&uuid, device), "cuDeviceGetUuid");
+  // cuDeviceGetUuid_v2 (cuGetProcAddress resolves the name at CUDA_VERSION 13.0: driver.hpp).
+  check(api.device_get_uuid(&uuid, device), "cuDeviceGetUuid_v2");
   format_uuid(uuid, out.uuid, sizeof out.uuid);
   const int major =
       attribute(api, device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "compute capability");
@@ -64,6 +125,7 @@ void describe(const DriverApi& api, std::uint32_t ordinal, gpuplug_device_info_t
                         "concurrent managed access") == 1
           ? 1
           : 0;
+  describe_identity(api, device, major, minor, out);
 
   // Free memory needs a context: the one this plugin holds, else only borrow one that is already
   // active (see device.hpp). Pushed and popped, so the calling thread's current context is left

@@ -65,6 +65,38 @@ void copy_text(char* dst, std::size_t size, const std::string& text) {
   std::snprintf(dst, size, "%s", text.c_str());
 }
 
+// "6.1.41134" for 60141134 (HIP_VERSION = major * 10000000 + minor * 100000 + patch); "" for 0.
+std::string full_version_text(int version) {
+  if (version <= 0) return {};
+  return std::to_string(version / 10000000) + "." + std::to_string(version / 100000 % 100) + "." +
+         std::to_string(version % 100000);
+}
+
+// An attribute a runtime may not know (older releases, other platforms): `fallback` then.
+int attribute_or(const DriverApi& hip, hipDeviceAttribute_t which, int ordinal, int fallback) {
+  int value = 0;
+  return hip.device_get_attribute(&value, which, ordinal) == hipSuccess ? value : fallback;
+}
+
+// hipDeviceGetPCIBusId's "0000:c1:00.0" (domain:bus:device.function, hex). The runtime's text is
+// read within the buffer and only believed when it is exactly that form; else no address.
+void read_pci_address(const DriverApi& hip, int ordinal, gpuplug_device_info_t& out) {
+  out.has_pci = 0;
+  if (hip.device_get_pci_bus_id == nullptr) return;
+  char text[64] = {};
+  if (hip.device_get_pci_bus_id(text, sizeof text - 1, ordinal) != hipSuccess) return;
+  unsigned domain = 0, bus = 0, device = 0, function = 0;
+  int used = 0;
+  if (std::sscanf(text, "%8x:%2x:%2x.%1x%n", &domain, &bus, &device, &function, &used) != 4 ||
+      text[used] != '\0' || device > 0x1f || function > 7)
+    return;
+  out.has_pci = 1;
+  out.pci_domain = domain;
+  out.pci_bus = bus;
+  out.pci_device = device;
+  out.pci_function = function;
+}
+
 void* as_ptr(std::uint64_t p) noexcept { return reinterpret_cast<void*>(p); }
 
 hipStream_t as_stream(std::uint64_t stream) noexcept {
@@ -104,6 +136,27 @@ void describe(const DriverApi& hip, int ordinal, gpuplug_device_info_t& out) {
           hipSuccess)
     concurrent = 0;
   out.concurrent_managed_access = concurrent == 1 ? 1 : 0;
+
+  // ABI 1.1 identity and capabilities. The PCI device id is not in HIP's API: 0.
+  read_pci_address(hip, ordinal, out);
+  out.pci_vendor_id = 0x1002;  // AMD
+  out.pci_device_id = 0;
+  out.warp_size = static_cast<std::uint32_t>(
+      attribute(hip, hipDeviceAttributeWarpSize, "WarpSize", ordinal));
+  out.max_shared_memory_per_block = static_cast<std::uint32_t>(attribute(
+      hip, hipDeviceAttributeMaxSharedMemoryPerBlock, "MaxSharedMemoryPerBlock", ordinal));
+  int driver_version = 0;
+  if (hip.driver_get_version == nullptr || hip.driver_get_version(&driver_version) != hipSuccess)
+    driver_version = 0;
+  copy_text(out.driver_version, sizeof out.driver_version, full_version_text(driver_version));
+  copy_text(out.runtime_version, sizeof out.runtime_version,
+            full_version_text(hip.runtime_version));
+  out.device_class = attribute_or(hip, hipDeviceAttributeIntegrated, ordinal, 0) == 1
+                         ? GPUPLUG_DEVICE_CLASS_INTEGRATED_GPU
+                         : GPUPLUG_DEVICE_CLASS_DISCRETE_GPU;
+  // FP32 lanes per CU differ by generation (packed FP32 on CDNA2+, dual issue on RDNA3): no
+  // honest number from the attributes alone.
+  out.peak_gflops = 0;
 
   // hipMemGetInfo answers for the calling thread's current device: switch, ask, switch back.
   int previous = -1;

@@ -55,10 +55,11 @@ namespace gpuplug::hip {
   X(module_launch_kernel, hipModuleLaunchKernel)
 
 // Entry points used when the runtime has them (null otherwise).
-#define GPUPLUG_HIP_OPTIONAL_ENTRY_POINTS(X) \
-  X(device_get_uuid, hipDeviceGetUuid)       \
-  X(driver_get_version, hipDriverGetVersion) \
-  X(mem_get_address_range, hipMemGetAddressRange)
+#define GPUPLUG_HIP_OPTIONAL_ENTRY_POINTS(X)     \
+  X(device_get_uuid, hipDeviceGetUuid)           \
+  X(driver_get_version, hipDriverGetVersion)     \
+  X(mem_get_address_range, hipMemGetAddressRange) \
+  X(device_get_pci_bus_id, hipDeviceGetPCIBusId)
 
 // hipMalloc and hipMallocManaged are overloaded in C++ (template helpers in the header), so their
 // C signatures are spelled out; the static_cast checks them against the header's declaration.

@@ -96,13 +96,22 @@ void host_memory(std::uint64_t& free_bytes, std::uint64_t& total_bytes) {
 }
 
 void describe_host(gpuplug_device_info_t& out, unsigned threads) {
-  std::snprintf(out.name, sizeof out.name, "%s", cpu_model_name().c_str());
-  out.uuid[0] = '\0';  // a CPU has no device UUID
-  std::snprintf(out.arch, sizeof out.arch, "%s", machine_arch().c_str());
+  const std::string model = cpu_model_name();
+  std::snprintf(out.name, sizeof out.name, "%s", model.c_str());
+  std::snprintf(out.uuid, sizeof out.uuid, "%s", host_uuid(model).c_str());
+  std::snprintf(out.arch, sizeof out.arch, "%s", host_arch().c_str());
   host_memory(out.free_memory, out.total_memory);
   out.compute_units = threads;
   out.managed_memory = 1;             // host memory is reachable from both sides
   out.concurrent_managed_access = 1;  // "kernels" are host threads: no migration, no fault
+  // ABI 1.1: a CPU has no PCI address; a "warp" is one thread (a block's threads are a loop).
+  out.has_pci = 0;
+  out.warp_size = 1;
+  out.max_shared_memory_per_block = kHostMaxSharedBytes;
+  std::snprintf(out.driver_version, sizeof out.driver_version, "%s", kernel_release().c_str());
+  out.runtime_version[0] = '\0';
+  out.device_class = GPUPLUG_DEVICE_CLASS_CPU;
+  out.peak_gflops = 0;  // not known honestly without measuring
 }
 
 // ---- HostDevice --------------------------------------------------------------------------------
@@ -202,6 +211,12 @@ void HostDevice::vendor_launch(std::uint64_t function, gpuplug_dim3_t grid, gpup
               "launch: empty grid (" + std::to_string(grid.x) + ", " + std::to_string(grid.y) +
                   ", " + std::to_string(grid.z) + ") or block (" + std::to_string(block.x) + ", " +
                   std::to_string(block.y) + ", " + std::to_string(block.z) + ")");
+  if (shared_bytes > kHostMaxSharedBytes) [[unlikely]]
+    sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+              "launch: " + std::to_string(shared_bytes) +
+                  " shared bytes per block is more than the host backend's " +
+                  std::to_string(kHostMaxSharedBytes) +
+                  " (device_info().max_shared_memory_per_block)");
   const std::uint64_t xy = static_cast<std::uint64_t>(grid.x) * grid.y;
   if (xy > std::numeric_limits<std::uint64_t>::max() / grid.z)
     sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT, "launch: the grid has more than 2^64 blocks");

@@ -2,6 +2,7 @@
 // HostDevice: the CPU as a gpuplug device (aligned host memory, executor, ELF kernel modules).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <shared_mutex>
@@ -53,6 +54,11 @@ struct KernelRecord {
 
 /// Device memory is plain host memory, so both kinds are host-accessible and 256-byte aligned.
 inline constexpr std::size_t kHostAlignment = 256;
+
+/// The most shared memory one launch may ask per block (launch refuses more, device_info reports
+/// it): each worker taking part in a launch allocates this much for its blocks, so a bound keeps
+/// a bad shared_bytes from asking threads x 4 GiB of the host.
+inline constexpr std::uint32_t kHostMaxSharedBytes = 64u << 20;
 
 /// One host "device": the CPU with its own worker pool (the driver, driver.hpp); the ledger,
 /// modules and streams are the SDK's. Device memory is what the ledger holds plus the segments
@@ -137,5 +143,17 @@ std::string machine_arch();
 void host_memory(std::uint64_t& free_bytes, std::uint64_t& total_bytes);
 /// Fills a device description for the machine; `threads` is the worker count to report.
 void describe_host(gpuplug_device_info_t& out, unsigned threads);
+
+// Identity (identity.cpp).
+/// The device UUID: SHA-256 of machine-id(5) (/etc/machine-id, else /var/lib/dbus/machine-id)
+/// and `cpu_model`, keyed by gpuplug, as an RFC 9562 version-8 UUID in the 8-4-4-4-12 form. The
+/// same on every run and in every process of the machine; "" when the machine has no valid id.
+std::string host_uuid(std::string_view cpu_model);
+/// machine_arch() with its x86-64 micro-architecture level: "x86_64-v4", "x86_64-v3", ...
+std::string host_arch();
+/// uname's release ("6.1.0-18-amd64"): the host backend's "driver version".
+std::string kernel_release();
+/// SHA-256 of `data` (FIPS 180-4).
+std::array<unsigned char, 32> sha256(std::string_view data) noexcept;
 
 }  // namespace gpuplug::host

@@ -2,8 +2,9 @@
 // Fuzz target: gpuplug::parse_selector, the parser of "cuda:1,hip!,host" (GPUPLUG_BACKEND).
 //
 // Properties: only gpuplug::Error(invalid_argument) with a message escapes; a parsed selector has
-// at least one item, every name is [a-z0-9_]+, "auto" carries no ordinal, and printing the items
-// back ("name[:ordinal][!]" joined by ',') parses to the same items.
+// at least one item, every name is [a-z0-9_]+, "auto" carries no ordinal, uuid or PCI address, at
+// most one of those is set, and printing the items back ("name[:ordinal|:uuid=U|:pci=P][!]"
+// joined by ',') parses to the same items.
 #include <gpuplug/registry.hpp>
 #include <string>
 
@@ -17,6 +18,8 @@ std::string print(const std::vector<gpuplug::SelectorItem>& items) {
     if (!out.empty()) out += ',';
     out += item.name;
     if (item.ordinal) out += ':' + std::to_string(*item.ordinal);
+    if (item.uuid) out += ":uuid=" + *item.uuid;
+    if (item.pci) out += ":pci=" + gpuplug::to_string(*item.pci);
     if (item.required) out += '!';
   }
   return out;
@@ -26,7 +29,8 @@ bool same(const std::vector<gpuplug::SelectorItem>& a,
           const std::vector<gpuplug::SelectorItem>& b) {
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i) {
-    if (a[i].name != b[i].name || a[i].ordinal != b[i].ordinal || a[i].required != b[i].required)
+    if (a[i].name != b[i].name || a[i].ordinal != b[i].ordinal || a[i].required != b[i].required ||
+        a[i].uuid != b[i].uuid || a[i].pci != b[i].pci)
       return false;
   }
   return true;
@@ -53,8 +57,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         gpuplug::fuzz::broken("name '" + item.name + "' has a character outside [a-z0-9_]");
       }
     }
-    if (item.name == "auto" && item.ordinal)
-      gpuplug::fuzz::broken("auto with an ordinal from '" + text + "'");
+    if (item.name == "auto" && (item.ordinal || item.uuid || item.pci))
+      gpuplug::fuzz::broken("auto with a device from '" + text + "'");
+    if (int{item.ordinal.has_value()} + int{item.uuid.has_value()} + int{item.pci.has_value()} > 1)
+      gpuplug::fuzz::broken("more than one way to name the device from '" + text + "'");
   }
   const std::string printed = print(items);
   std::vector<gpuplug::SelectorItem> again;

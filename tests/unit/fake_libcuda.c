@@ -170,8 +170,20 @@ static fake_result device_total_mem(size_t* bytes, int device) {
 static fake_result device_get_attribute(int* value, int attribute, int device) {
   if (device != 0) return FAKE_ERROR_INVALID_DEVICE;
   /* MULTIPROCESSOR_COUNT 16, COMPUTE_CAPABILITY_MAJOR 75 and MINOR 76 (sm_90), MANAGED_MEMORY 83,
-   * CONCURRENT_MANAGED_ACCESS 89; every other attribute 0. */
-  *value = attribute == 16 ? 132 : attribute == 75 ? 9 : attribute == 83 || attribute == 89 ? 1 : 0;
+   * CONCURRENT_MANAGED_ACCESS 89; an H100/H200-like identity: WARP_SIZE 10, CLOCK_RATE 13 (kHz),
+   * MAX_SHARED_MEMORY_PER_BLOCK 8 and its OPTIN 97, INTEGRATED 18 (no), PCI_DOMAIN_ID 50,
+   * PCI_BUS_ID 33 and PCI_DEVICE_ID 34 (0000:c1:00.0); every other attribute 0. */
+  switch (attribute) {
+    case 16: *value = 132; break;
+    case 75: *value = 9; break;
+    case 83: case 89: *value = 1; break;
+    case 10: *value = 32; break;
+    case 13: *value = 1980000; break;
+    case 8: *value = 49152; break;
+    case 97: *value = 232448; break;
+    case 33: *value = 0xc1; break;
+    default: *value = 0; break;
+  }
   return FAKE_SUCCESS;
 }
 static fake_result primary_ctx_retain(void** ctx, int device) {

@@ -99,6 +99,15 @@ BOOST_AUTO_TEST_CASE(hostile_plugins_are_contained) {
   BOOST_TEST_INFO(overrun.message);
   BOOST_TEST(overrun.state == PluginState::available);
   BOOST_TEST(overrun.message.size() <= 512);  // the probe message field, read up to its end
+  // Its impossible ABI 1.1 device fields (crossing the isolated probe's record) are not believed.
+  BOOST_REQUIRE(overrun.devices.size() == 1u);
+  const gpuplug::DeviceInfo& lied = overrun.devices[0];
+  BOOST_TEST(!lied.pci.has_value());
+  BOOST_TEST(lied.pci_vendor_id == 0u);
+  BOOST_TEST(lied.pci_device_id == 0u);
+  BOOST_TEST((lied.device_class == gpuplug::DeviceClass::unknown));
+  BOOST_TEST(lied.driver_version == std::string(64, 'V'));  // read up to the field's end
+  BOOST_TEST(lied.runtime_version == std::string(64, 'R'));
   auto liar = registry.create("hostile_overrun");
   try {
     liar->alloc(64, "test");

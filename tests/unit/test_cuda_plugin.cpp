@@ -172,6 +172,29 @@ BOOST_AUTO_TEST_CASE(primary_context_is_retained_once_and_callers_context_kept) 
   BOOST_TEST_REQUIRE(table().describe_device(0, &listed) == GPUPLUG_STATUS_SUCCESS);
   BOOST_TEST(refcount() == 0);
   BOOST_TEST(listed.concurrent_managed_access == 1u);
+  // ABI 1.1 identity, end to end from the fake's attributes (fake_libcuda.c).
+  BOOST_TEST(listed.struct_size == GPUPLUG_DEVICE_INFO_V1_1_SIZE);
+  BOOST_TEST(std::string(listed.uuid) == "GPU-a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf");
+  BOOST_TEST(listed.has_pci == 1u);
+  BOOST_TEST(listed.pci_domain == 0u);
+  BOOST_TEST(listed.pci_bus == 0xc1u);
+  BOOST_TEST(listed.pci_device == 0u);
+  BOOST_TEST(listed.pci_function == 0u);
+  BOOST_TEST(listed.pci_vendor_id == 0x10deu);
+  BOOST_TEST(listed.warp_size == 32u);
+  BOOST_TEST(listed.max_shared_memory_per_block == 232448u);  // the opt-in maximum, not 48 KiB
+  BOOST_TEST(std::string(listed.driver_version) == "13.0");
+  BOOST_TEST(std::string(listed.runtime_version).empty());
+  BOOST_TEST(listed.device_class == GPUPLUG_DEVICE_CLASS_DISCRETE_GPU);
+  BOOST_TEST(listed.peak_gflops == 66908u);  // 132 SMs x 128 lanes x 2 x 1.98 GHz
+  // A 1.0 host's struct: the plugin writes only what fits and says so.
+  gpuplug_device_info_t old_host{};
+  old_host.struct_size = GPUPLUG_DEVICE_INFO_V1_0_FULL_SIZE;
+  old_host.warp_size = 12345;  // past the 1.0 struct: must be left alone
+  BOOST_TEST_REQUIRE(table().describe_device(0, &old_host) == GPUPLUG_STATUS_SUCCESS);
+  BOOST_TEST(old_host.struct_size == GPUPLUG_DEVICE_INFO_V1_0_FULL_SIZE);
+  BOOST_TEST(old_host.warp_size == 12345u);
+  BOOST_TEST(std::string(old_host.uuid) == std::string(listed.uuid));
 
   // The application's own context, current on this thread throughout.
   int app_object = 0;

@@ -60,8 +60,14 @@ BOOST_AUTO_TEST_CASE(probe_and_describe) {
   BOOST_REQUIRE(api().describe_device(0, &info) == GPUPLUG_STATUS_SUCCESS);
   utsname u{};
   uname(&u);
-  BOOST_TEST(std::string(info.arch) == u.machine);
-  BOOST_TEST(std::string(info.uuid).empty());
+  // The machine with its SIMD level ("x86_64-v3"); the uuid derived from the machine (checked
+  // in test_device_identity and tool.list.schema), or "" where the machine has no machine-id.
+  BOOST_TEST(std::string(info.arch).rfind(u.machine, 0) == 0u, info.arch);
+  BOOST_TEST((std::strlen(info.uuid) == 36u || std::strlen(info.uuid) == 0u), info.uuid);
+  BOOST_TEST(info.warp_size == 1u);
+  BOOST_TEST(info.device_class == GPUPLUG_DEVICE_CLASS_CPU);
+  BOOST_TEST(info.has_pci == 0u);
+  BOOST_TEST(std::string(info.driver_version) == u.release);
   BOOST_TEST(info.total_memory > 0u);
   BOOST_TEST(info.free_memory <= info.total_memory);
   BOOST_TEST(info.compute_units >= 1u);
@@ -88,6 +94,15 @@ BOOST_AUTO_TEST_CASE(an_abi_1_0_device_info_is_filled_only_up_to_its_size) {
   d.ok(api().device_info(d.inst, &live), "device_info 1.0");
   BOOST_TEST(live.struct_size == GPUPLUG_DEVICE_INFO_V1_0_SIZE);
   BOOST_TEST(live.concurrent_managed_access == 0xDEADBEEFu);
+
+  // A 1.0 host's full struct (concurrent_managed_access included): nothing of ABI 1.1 written.
+  gpuplug_device_info_t full_1_0{};
+  full_1_0.struct_size = GPUPLUG_DEVICE_INFO_V1_0_FULL_SIZE;
+  full_1_0.warp_size = 0xDEADBEEFu;
+  d.ok(api().device_info(d.inst, &full_1_0), "device_info 1.0 full");
+  BOOST_TEST(full_1_0.struct_size == GPUPLUG_DEVICE_INFO_V1_0_FULL_SIZE);
+  BOOST_TEST(full_1_0.concurrent_managed_access == 1u);
+  BOOST_TEST(full_1_0.warp_size == 0xDEADBEEFu);
 }
 
 BOOST_AUTO_TEST_CASE(no_device_past_the_last) {

@@ -16,6 +16,8 @@
 namespace {
 
 constexpr int exit_usage = 2;
+/// "schema" of `gpuplug list --json`; share/gpuplug/list.schema.json describes this version.
+constexpr int list_schema_version = 1;
 
 using Args = std::span<const std::string_view>;
 
@@ -79,6 +81,32 @@ int usage_error(const std::string& message) {
 
 // ---- gpuplug list ----------------------------------------------------------------------------
 
+std::string hex4(std::uint32_t id) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%04x", id & 0xFFFFu);
+  return buf;
+}
+
+/// The ABI 1.1 identity and capabilities of a device, on its own line under the device line; "-"
+/// for what the plugin does not report (a plugin built against ABI 1.0 reports none of it).
+void list_device_details(const gpuplug::DeviceInfo& d) {
+  std::cout << "    class " << gpuplug::to_string(d.device_class) << ", pci "
+            << (d.pci ? gpuplug::to_string(*d.pci) : std::string("-"));
+  if (d.pci_vendor_id != 0) std::cout << " [" << hex4(d.pci_vendor_id) << ":" << hex4(d.pci_device_id) << "]";
+  std::cout << ", " << d.compute_units << " compute units, warp "
+            << (d.warp_size == 0 ? std::string("-") : std::to_string(d.warp_size))
+            << ", shared/block "
+            << (d.max_shared_memory_per_block == 0 ? std::string("-")
+                                                   : bytes_text(d.max_shared_memory_per_block))
+            << "\n";
+  std::cout << "    driver " << (d.driver_version.empty() ? "-" : escape_text(d.driver_version))
+            << ", runtime " << (d.runtime_version.empty() ? "-" : escape_text(d.runtime_version))
+            << ", managed memory " << (d.managed_memory ? "yes" : "no") << " (concurrent "
+            << (d.concurrent_managed_access ? "yes" : "no") << "), peak "
+            << (d.peak_gflops == 0 ? std::string("-") : std::to_string(d.peak_gflops) + " GFLOP/s")
+            << "\n";
+}
+
 void list_text(const std::vector<gpuplug::PluginInfo>& plugins) {
   std::cout << "gpuplug " << gpuplug::version_string << " (plugin ABI "
             << abi_text(GPUPLUG_ABI_VERSION) << ")\n";
@@ -110,6 +138,7 @@ void list_text(const std::vector<gpuplug::PluginInfo>& plugins) {
       std::cout << "  device " << d.ordinal << ": " << escape_text(d.name) << ", "
                 << bytes_text(d.total_memory) << ", " << (d.arch.empty() ? "-" : escape_text(d.arch))
                 << ", uuid " << (d.uuid.empty() ? "-" : escape_text(d.uuid)) << "\n";
+      list_device_details(d);
     }
     std::cout << "\n";
   }
@@ -117,6 +146,9 @@ void list_text(const std::vector<gpuplug::PluginInfo>& plugins) {
 
 void list_json(const std::vector<gpuplug::PluginInfo>& plugins) {
   std::string out = "{\n";
+  // The document's layout version (share/gpuplug/list.schema.json): bumped when a field changes
+  // meaning or goes away; new fields may appear within a version.
+  out += "  \"schema\": " + std::to_string(list_schema_version) + ",\n";
   out += "  \"gpuplug_version\": " + json_string(gpuplug::version_string) + ",\n";
   out += "  \"abi_version\": " + json_string(abi_text(GPUPLUG_ABI_VERSION)) + ",\n";
   out += "  \"search_path\": [";
@@ -166,7 +198,17 @@ void list_json(const std::vector<gpuplug::PluginInfo>& plugins) {
              ", \"total_memory\": " + std::to_string(d.total_memory) +
              ", \"free_memory\": " + std::to_string(d.free_memory) +
              ", \"compute_units\": " + std::to_string(d.compute_units) +
-             ", \"managed_memory\": " + (d.managed_memory ? "true" : "false") + "}";
+             ", \"managed_memory\": " + (d.managed_memory ? "true" : "false") +
+             ", \"concurrent_managed_access\": " + (d.concurrent_managed_access ? "true" : "false") +
+             ", \"device_class\": " + json_string(gpuplug::to_string(d.device_class)) +
+             ", \"pci\": " + (d.pci ? json_string(gpuplug::to_string(*d.pci)) : std::string("null")) +
+             ", \"pci_vendor_id\": " + std::to_string(d.pci_vendor_id) +
+             ", \"pci_device_id\": " + std::to_string(d.pci_device_id) +
+             ", \"warp_size\": " + std::to_string(d.warp_size) +
+             ", \"max_shared_memory_per_block\": " + std::to_string(d.max_shared_memory_per_block) +
+             ", " + json_member("driver_version", d.driver_version, ", ") +
+             ", " + json_member("runtime_version", d.runtime_version, ", ") +
+             ", \"peak_gflops\": " + std::to_string(d.peak_gflops) + "}";
     }
     out += first_device ? "]\n" : "\n      ]\n";
     out += "    }";
@@ -192,7 +234,9 @@ int cmd_list(Args args) {
              "file name) has each bad byte replaced with U+FFFD, and its object gains\n"
              "\"<field>_bytes\": the exact bytes in lowercase hex (\"version_bytes\": \"312eff\").\n"
              "When a search_path entry is not UTF-8, \"search_path_bytes\" lists every entry so.\n"
-             "DEL and C1 controls are written as \\u007f..\\u009f.\n";
+             "DEL and C1 controls are written as \\u007f..\\u009f.\n"
+             "The document's \"schema\" (now 1) is the version of its layout, described by the\n"
+             "JSON Schema share/gpuplug/list.schema.json; fields may be added within a version.\n";
       return 0;
     } else {
       return usage_error("list: unknown option '" + std::string(a) + "'");

@@ -136,7 +136,7 @@ const char* hipGetErrorString(hipError_t error) {
 }
 hipError_t hipInit(unsigned int) { return hipSuccess; }
 hipError_t hipRuntimeGetVersion(int* v) { return *v = 60032830, hipSuccess; }  // "6.0"
-hipError_t hipDriverGetVersion(int* v) { return *v = 60032830, hipSuccess; }
+hipError_t hipDriverGetVersion(int* v) { return *v = 60141134, hipSuccess; }  // "6.1.41134"
 hipError_t hipGetDeviceCount(int* count) { return *count = kDevices, hipSuccess; }
 hipError_t hipGetDevice(int* device) { return *device = t_current, hipSuccess; }
 hipError_t hipSetDevice(int device) {
@@ -163,7 +163,20 @@ hipError_t hipDeviceGetAttribute(int* value, hipDeviceAttribute_t attr, int devi
   if (attr == hipDeviceAttributeMultiprocessorCount) return *value = 104 + device, hipSuccess;
   if (attr == hipDeviceAttributeManagedMemory) return *value = kManaged[device], hipSuccess;
   if (attr == hipDeviceAttributeConcurrentManagedAccess) return *value = 0, hipSuccess;
+  // Identity and capabilities (ABI 1.1): an MI200-like wave64 board and an integrated wave32 one.
+  if (attr == hipDeviceAttributeWarpSize) return *value = device == 0 ? 64 : 32, hipSuccess;
+  if (attr == hipDeviceAttributeMaxSharedMemoryPerBlock)
+    return *value = device == 0 ? 65536 : 32768, hipSuccess;
+  if (attr == hipDeviceAttributeIntegrated) return *value = device, hipSuccess;
   return hipErrorInvalidValue;
+}
+// Device 0 at 0000:c1:00.0, device 1 in another PCI domain, 0001:02:00.0.
+hipError_t hipDeviceGetPCIBusId(char* bus_id, int len, int device) {
+  if (device < 0 || device >= kDevices) return hipErrorInvalidDevice;
+  if (bus_id == nullptr || len <= 0) return hipErrorInvalidValue;
+  std::snprintf(bus_id, static_cast<std::size_t>(len), "%s",
+                device == 0 ? "0000:c1:00.0" : "0001:02:00.0");
+  return hipSuccess;
 }
 hipError_t hipGetDeviceProperties(hipDeviceProp_t* props, int device) {
   if (device < 0 || device >= kDevices) return hipErrorInvalidDevice;

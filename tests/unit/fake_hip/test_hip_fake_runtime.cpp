@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include <gpuplug/gpuplug.hpp>
+
 #include "../plugin_table_harness.hpp"
 
 using namespace gpuplug::test;  // NOLINT(google-build-using-namespace): the harness is the test's
@@ -83,6 +85,21 @@ BOOST_AUTO_TEST_CASE(devices_are_described, *full_fake()) {
   BOOST_TEST(std::string(d1.arch) == "gfx1030");
   BOOST_TEST(d1.managed_memory == 0u);
   BOOST_TEST(d1.compute_units == 105u);
+
+  // ABI 1.1 identity from the fake's answers (fake_amdhip64.cpp).
+  BOOST_TEST(d0.struct_size == GPUPLUG_DEVICE_INFO_V1_1_SIZE);
+  BOOST_TEST(d0.has_pci == 1u);
+  BOOST_TEST((d0.pci_domain == 0u && d0.pci_bus == 0xc1u && d0.pci_device == 0u &&
+              d0.pci_function == 0u));
+  BOOST_TEST((d1.pci_domain == 1u && d1.pci_bus == 2u));
+  BOOST_TEST(d0.pci_vendor_id == 0x1002u);
+  BOOST_TEST(d0.warp_size == 64u);
+  BOOST_TEST(d1.warp_size == 32u);
+  BOOST_TEST(d0.max_shared_memory_per_block == 65536u);
+  BOOST_TEST(std::string(d0.driver_version) == "6.1.41134");
+  BOOST_TEST(std::string(d0.runtime_version) == "6.0.32830");
+  BOOST_TEST(d0.device_class == GPUPLUG_DEVICE_CLASS_DISCRETE_GPU);
+  BOOST_TEST(d1.device_class == GPUPLUG_DEVICE_CLASS_INTEGRATED_GPU);
 
   gpuplug_device_info_t none{};
   none.struct_size = sizeof none;
@@ -272,4 +289,37 @@ BOOST_AUTO_TEST_CASE(destroy_sweeps_what_was_left_on_the_right_device, *full_fak
   std::uint64_t free_bytes = 0, total = 0;
   probe_dev.ok(probe_dev.t.memory_info(probe_dev.inst, &free_bytes, &total), "memory_info");
   BOOST_TEST(free_bytes == total);
+}
+
+// Through the core: the registry's view of both fake devices (discovery probes in a child
+// process, so the fields cross the probe record), and selectors by PCI address and uuid.
+BOOST_AUTO_TEST_CASE(selectors_name_fake_devices_by_pci_and_uuid, *full_fake()) {
+  gpuplug::PluginRegistry registry;
+  const gpuplug::PluginInfo info = registry.add_plugin_file(plugin_under_test());
+  BOOST_TEST_REQUIRE((info.state == gpuplug::PluginState::available), info.message);
+  BOOST_TEST_REQUIRE(info.devices.size() == 2u);
+  BOOST_TEST((info.devices[0].pci.value() == gpuplug::PciAddress{0, 0xc1, 0, 0}));
+  BOOST_TEST((info.devices[1].pci.value() == gpuplug::PciAddress{1, 2, 0, 0}));
+  BOOST_TEST((info.devices[1].device_class == gpuplug::DeviceClass::integrated_gpu));
+  BOOST_TEST(info.devices[0].driver_version == "6.1.41134");
+
+  BOOST_TEST(registry.select("hip:pci=0000:c1:00.0").chosen == "hip:0");
+  BOOST_TEST(registry.select("hip:pci=c1:00.0").chosen == "hip:0");  // the short form
+  BOOST_TEST(registry.select("hip:pci=0001:02:00.0!").chosen == "hip:1");
+  BOOST_TEST(registry.select("hip:uuid=GPU-fedcba9876543210").chosen == "hip:1");
+  auto backend = registry.create("hip:pci=1:02:00.0");
+  BOOST_TEST(gpuplug::to_string(backend->device_info().pci.value()) == "0001:02:00.0");
+
+  // Not there: not_found, listing the devices that are with their uuid and address.
+  try {
+    registry.create("hip:pci=0000:c3:00.0");
+    BOOST_FAIL("an absent PCI address was selected");
+  } catch (const gpuplug::Error& e) {
+    const std::string what = e.what();
+    BOOST_TEST((e.status() == gpuplug::Status::not_found));
+    BOOST_TEST(contains(what, "hip:pci=0000:c3:00.0: no such device (hip has "
+                              "0 (uuid GPU-0123456789abcdef, pci 0000:c1:00.0); "
+                              "1 (uuid GPU-fedcba9876543210, pci 0001:02:00.0))"),
+               what);
+  }
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  * Hostile plugin that lies about lengths and sends control characters: its probe message fills
  * the field with no terminator, its version string forges a line and carries an ESC sequence,
- * its device name is not UTF-8, and last_error / ledger_report claim a 1 TiB message. It is
+ * its device name is not UTF-8 (and its ABI 1.1 device fields hold values no device has), and
+ * last_error / ledger_report claim a 1 TiB message. It is
  * otherwise usable (one device, an instance whose allocations fail), so that the core's copies
  * of those lengths are reached. */
 #include <stdlib.h>
@@ -24,6 +25,19 @@ static gpuplug_status_t describe_latin1(uint32_t ordinal, gpuplug_device_info_t*
   out->name[0] = (char)0xE9;                /* Latin-1 e-acute: not UTF-8 */
   out->name[1] = '\x1b';
   out->total_memory = 1u << 20;
+  /* ABI 1.1 fields no device can have: a PCI device above 0x1f, ids above 0xffff, a class no
+   * core knows, version texts with no terminator. */
+  if (out->struct_size >= GPUPLUG_DEVICE_INFO_V1_1_SIZE) {
+    out->has_pci = 1;
+    out->pci_bus = 0x1ff;
+    out->pci_device = 0x40;
+    out->pci_function = 9;
+    out->pci_vendor_id = 0x12345;
+    out->pci_device_id = 0xfffff;
+    memset(out->driver_version, 'V', sizeof out->driver_version);
+    memset(out->runtime_version, 'R', sizeof out->runtime_version);
+    out->device_class = 99;
+  }
   return GPUPLUG_STATUS_SUCCESS;
 }
 
