@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // create_backend_from_table: a PluginBackend from a table the caller hands over, through the
 // loader's own checks, for the ABI skew group of the conformance suite.
-#include <gpuplug/table_backend.hpp>
-
 #include <boost/dll/shared_library.hpp>
+#include <gpuplug/table_backend.hpp>
 #include <string>
 
 #include "plugin_backend.hpp"
@@ -18,7 +17,8 @@ std::shared_ptr<GpuBackend> create_backend_from_table(const std::filesystem::pat
                                                       const Options& options) {
   const std::string who = plugin_file.string();
   // The file is trusted no more than discovery trusts a candidate.
-  if (auto why = detail::preflight(plugin_file)) throw Error(Status::unavailable, who, "load", why->message);
+  if (auto why = detail::preflight(plugin_file))
+    throw Error(Status::unavailable, who, "load", why->message);
   // The same checks, in the same order, as the loader's on the entry point's table: the header
   // first (the only fields read before the major is known), then the copy, then what v1 requires.
   auto refused = [&](const detail::Refusal& r) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <gpuplug/config.hpp>  // first: the C++20 check, the export region
+
 #include <gpuplug/abi.h>
 
 #include <cstdint>

@@ -339,10 +339,10 @@ gpuplug_plugin_v1 make_table() noexcept {
 /// Exports gpuplug_plugin_entry for plugin description struct P (see the top of this file).
 /// The tables are function-local constants with trivial destructors: the full one, and the 1.0
 /// view of it that a host speaking ABI 1.0 gets (see negotiate).
-#define GPUPLUG_DEFINE_PLUGIN(P)                                                            \
-  extern "C" GPUPLUG_PLUGIN_EXPORT const gpuplug_plugin_v1* gpuplug_plugin_entry(           \
-      uint32_t host_abi_version) {                                                          \
-    static const gpuplug_plugin_v1 table = ::gpuplug::sdk::detail::make_table<P>();         \
+#define GPUPLUG_DEFINE_PLUGIN(P)                                                                \
+  extern "C" GPUPLUG_PLUGIN_EXPORT const gpuplug_plugin_v1* gpuplug_plugin_entry(               \
+      uint32_t host_abi_version) {                                                              \
+    static const gpuplug_plugin_v1 table = ::gpuplug::sdk::detail::make_table<P>();             \
     static const gpuplug_plugin_v1 table_v1_0 = ::gpuplug::sdk::detail::make_table_v1_0(table); \
-    return ::gpuplug::sdk::detail::negotiate(&table, &table_v1_0, host_abi_version);        \
+    return ::gpuplug::sdk::detail::negotiate(&table, &table_v1_0, host_abi_version);            \
   }

@@ -62,9 +62,9 @@ BOOST_AUTO_TEST_CASE(a_later_minor_is_read_to_the_known_prefix) {
 BOOST_AUTO_TEST_CASE(a_1_0_table_is_never_read_past_the_1_0_slots) {
   // Whatever its struct_size says (a wrong size), a table that declares 1.0 has no event or
   // inspect_module slot for the core: they read as null and get their defaults.
-  for (const std::uint32_t size : {std::uint32_t{GPUPLUG_PLUGIN_V1_0_SIZE},
-                                   std::uint32_t{GPUPLUG_PLUGIN_V1_1_SIZE},
-                                   std::uint32_t{sizeof(Filled)}}) {
+  for (const std::uint32_t size :
+       {std::uint32_t{GPUPLUG_PLUGIN_V1_0_SIZE}, std::uint32_t{GPUPLUG_PLUGIN_V1_1_SIZE},
+        std::uint32_t{sizeof(Filled)}}) {
     const Filled f(GPUPLUG_MAKE_VERSION(1, 0), size);
     BOOST_TEST(known_table_size(f.table) == GPUPLUG_PLUGIN_V1_0_SIZE);
     const gpuplug_plugin_v1 t = copy_table(f.table);

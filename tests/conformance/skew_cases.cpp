@@ -11,6 +11,7 @@
 #include <gpuplug/table_backend.hpp>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "helpers.hpp"
@@ -47,8 +48,7 @@ std::atomic<std::ptrdiff_t> trapped_offset{-1};
 template <auto Member>
 std::ptrdiff_t offset_of() {
   static const Table probe{};
-  return reinterpret_cast<const char*>(&(probe.*Member)) -
-         reinterpret_cast<const char*>(&probe);
+  return reinterpret_cast<const char*>(&(probe.*Member)) - reinterpret_cast<const char*>(&probe);
 }
 
 template <auto Member, class F = std::remove_cvref_t<decltype(std::declval<Table&>().*Member)>>
@@ -68,36 +68,57 @@ struct Slot {
   void (*set_trap)(Table&);
 };
 
-#define GPUPLUG_SKEW_SLOT(m)                                                    \
-  Slot {                                                                        \
-#m, offsetof(Table, m), offsetof(Table, m) + sizeof(Table::m),              \
-        [](Table & t) { t.m = &Trap<&Table::m>::call; }                         \
-  }
+template <auto Member>
+Slot slot(const char* name) {
+  const auto offset = static_cast<std::size_t>(offset_of<Member>());
+  return Slot{name, offset, offset + sizeof(std::declval<Table&>().*Member),
+              [](Table& t) { t.*Member = &Trap<Member>::call; }};
+}
+#define GPUPLUG_SKEW_SLOT(m) slot<&Table::m>(#m)
 
 /// Every slot of the table this suite was built with, in order.
 const std::vector<Slot>& slots() {
   static const std::vector<Slot> all{
-      GPUPLUG_SKEW_SLOT(probe),          GPUPLUG_SKEW_SLOT(describe_device),
-      GPUPLUG_SKEW_SLOT(create),         GPUPLUG_SKEW_SLOT(destroy),
-      GPUPLUG_SKEW_SLOT(last_error),     GPUPLUG_SKEW_SLOT(alloc),
-      GPUPLUG_SKEW_SLOT(alloc_managed),  GPUPLUG_SKEW_SLOT(free),
-      GPUPLUG_SKEW_SLOT(memory_info),    GPUPLUG_SKEW_SLOT(device_info),
-      GPUPLUG_SKEW_SLOT(copy_h2d),       GPUPLUG_SKEW_SLOT(copy_d2h),
-      GPUPLUG_SKEW_SLOT(copy_d2d),       GPUPLUG_SKEW_SLOT(copy_h2d_async),
-      GPUPLUG_SKEW_SLOT(copy_d2h_async), GPUPLUG_SKEW_SLOT(copy_d2d_async),
-      GPUPLUG_SKEW_SLOT(memset_d8),      GPUPLUG_SKEW_SLOT(stream_create),
-      GPUPLUG_SKEW_SLOT(stream_destroy), GPUPLUG_SKEW_SLOT(stream_synchronize),
-      GPUPLUG_SKEW_SLOT(synchronize),    GPUPLUG_SKEW_SLOT(load_module),
-      GPUPLUG_SKEW_SLOT(unload_module),  GPUPLUG_SKEW_SLOT(has_module),
-      GPUPLUG_SKEW_SLOT(get_function),   GPUPLUG_SKEW_SLOT(get_global),
-      GPUPLUG_SKEW_SLOT(launch),         GPUPLUG_SKEW_SLOT(ledger_stats),
-      GPUPLUG_SKEW_SLOT(ledger_report),  GPUPLUG_SKEW_SLOT(sweep_unreleased),
+      GPUPLUG_SKEW_SLOT(probe),
+      GPUPLUG_SKEW_SLOT(describe_device),
+      GPUPLUG_SKEW_SLOT(create),
+      GPUPLUG_SKEW_SLOT(destroy),
+      GPUPLUG_SKEW_SLOT(last_error),
+      GPUPLUG_SKEW_SLOT(alloc),
+      GPUPLUG_SKEW_SLOT(alloc_managed),
+      GPUPLUG_SKEW_SLOT(free),
+      GPUPLUG_SKEW_SLOT(memory_info),
+      GPUPLUG_SKEW_SLOT(device_info),
+      GPUPLUG_SKEW_SLOT(copy_h2d),
+      GPUPLUG_SKEW_SLOT(copy_d2h),
+      GPUPLUG_SKEW_SLOT(copy_d2d),
+      GPUPLUG_SKEW_SLOT(copy_h2d_async),
+      GPUPLUG_SKEW_SLOT(copy_d2h_async),
+      GPUPLUG_SKEW_SLOT(copy_d2d_async),
+      GPUPLUG_SKEW_SLOT(memset_d8),
+      GPUPLUG_SKEW_SLOT(stream_create),
+      GPUPLUG_SKEW_SLOT(stream_destroy),
+      GPUPLUG_SKEW_SLOT(stream_synchronize),
+      GPUPLUG_SKEW_SLOT(synchronize),
+      GPUPLUG_SKEW_SLOT(load_module),
+      GPUPLUG_SKEW_SLOT(unload_module),
+      GPUPLUG_SKEW_SLOT(has_module),
+      GPUPLUG_SKEW_SLOT(get_function),
+      GPUPLUG_SKEW_SLOT(get_global),
+      GPUPLUG_SKEW_SLOT(launch),
+      GPUPLUG_SKEW_SLOT(ledger_stats),
+      GPUPLUG_SKEW_SLOT(ledger_report),
+      GPUPLUG_SKEW_SLOT(sweep_unreleased),
       GPUPLUG_SKEW_SLOT(load_module_file),
       // ABI 1.1
-      GPUPLUG_SKEW_SLOT(event_create),   GPUPLUG_SKEW_SLOT(event_destroy),
-      GPUPLUG_SKEW_SLOT(event_record),   GPUPLUG_SKEW_SLOT(stream_wait_event),
-      GPUPLUG_SKEW_SLOT(event_synchronize), GPUPLUG_SKEW_SLOT(event_query),
-      GPUPLUG_SKEW_SLOT(event_elapsed_ms),  GPUPLUG_SKEW_SLOT(inspect_module),
+      GPUPLUG_SKEW_SLOT(event_create),
+      GPUPLUG_SKEW_SLOT(event_destroy),
+      GPUPLUG_SKEW_SLOT(event_record),
+      GPUPLUG_SKEW_SLOT(stream_wait_event),
+      GPUPLUG_SKEW_SLOT(event_synchronize),
+      GPUPLUG_SKEW_SLOT(event_query),
+      GPUPLUG_SKEW_SLOT(event_elapsed_ms),
+      GPUPLUG_SKEW_SLOT(inspect_module),
   };
   return all;
 }
@@ -175,7 +196,8 @@ enum class Events { none, all, some };
 Events events_in(const Table& t, std::size_t covered) {
   std::size_t present = 0, total = 0;
   for (const Slot& s : slots()) {
-    if (std::string_view(s.name).starts_with("event_") || s.name == std::string_view("stream_wait_event")) {
+    if (std::string_view(s.name).starts_with("event_") ||
+        s.name == std::string_view("stream_wait_event")) {
       ++total;
       void* p = nullptr;
       std::memcpy(&p, reinterpret_cast<const char*>(&t) + s.offset, sizeof p);
@@ -252,8 +274,8 @@ void exercise(Context& ctx, const Table& table, std::size_t covered, const std::
       const Event ev = gpu->create_event();
       gpu->record(ev);
       gpu->synchronize(ev);
-      GPUPLUG_CHECK_MSG(gpu->query(ev), "breaks ABI-2: a synchronized event of "
-                                            << what << " is not ready");
+      GPUPLUG_CHECK_MSG(gpu->query(ev),
+                        "breaks ABI-2: a synchronized event of " << what << " is not ready");
       gpu->destroy_event(ev);
       break;
     }
@@ -278,7 +300,8 @@ void check_answer(Context& ctx, std::uint32_t host_minor) {
   RawPlugin plugin(ctx.target().plugin_file);
   const std::uint32_t own = own_minor(plugin);
   const Table& t = plugin.answer(version(1, host_minor));
-  const std::string who = GPUPLUG_PLUGIN_ENTRY_SYMBOL "(" + version_text(version(1, host_minor)) + ")";
+  const std::string who =
+      GPUPLUG_PLUGIN_ENTRY_SYMBOL "(" + version_text(version(1, host_minor)) + ")";
   GPUPLUG_CHECK_MSG(GPUPLUG_ABI_MAJOR(t.abi_version) == 1,
                     "breaks ABI-4: " << who << " answered ABI " << version_text(t.abi_version));
   const std::uint32_t shared = std::min(host_minor, own);
@@ -292,10 +315,10 @@ void check_answer(Context& ctx, std::uint32_t host_minor) {
                                      << " bytes, below the smallest v1 table ("
                                      << GPUPLUG_PLUGIN_V1_MIN_SIZE << ")");
   if (const std::size_t limit = table_size_of_minor(shared); limit != 0) {
-    GPUPLUG_CHECK_MSG(t.struct_size <= limit,
-                      "breaks ABI-1: " << who << " answered ABI 1." << shared << " with a table of "
-                                       << t.struct_size << " bytes; the 1." << shared
-                                       << " table has " << limit);
+    GPUPLUG_CHECK_MSG(t.struct_size <= limit, "breaks ABI-1: " << who << " answered ABI 1."
+                                                               << shared << " with a table of "
+                                                               << t.struct_size << " bytes; the 1."
+                                                               << shared << " table has " << limit);
   }
   const std::size_t n = readable(t);
   run_table(ctx, trapped_copy(t, n, t.struct_size), n, "the table answered to " + who);
@@ -336,10 +359,10 @@ void host_2_0(Context& ctx) {
   const Error e = GPUPLUG_CHECK_THROWS(
       create_backend_from_table(ctx.target().plugin_file, other, ctx.target().ordinal),
       Status::invalid_argument);
-  GPUPLUG_CHECK_MSG(contains(e.what(), "ABI mismatch") && contains(e.what(), "2.0") &&
-                        contains(e.what(), version_text(GPUPLUG_ABI_VERSION)),
-                    "breaks ABI-5: a table of ABI 2.0 was refused without naming both versions: "
-                        << e.what());
+  GPUPLUG_CHECK_MSG(
+      contains(e.what(), "ABI mismatch") && contains(e.what(), "2.0") &&
+          contains(e.what(), version_text(GPUPLUG_ABI_VERSION)),
+      "breaks ABI-5: a table of ABI 2.0 was refused without naming both versions: " << e.what());
   check_not_trapped("a table of ABI 2.0");
 }
 
@@ -401,8 +424,9 @@ void declared_1_0_oversized(Context& ctx) {
   const std::size_t n = std::min<std::size_t>(readable(own), GPUPLUG_PLUGIN_V1_0_SIZE);
   Table t = trapped_copy(own, n, static_cast<std::uint32_t>(sizeof(Table)));
   t.abi_version = version(1, 0);
-  run_table(ctx, t, n, "a table of ABI 1.0 whose struct_size claims " +
-                           std::to_string(sizeof(Table)) + " bytes");
+  run_table(
+      ctx, t, n,
+      "a table of ABI 1.0 whose struct_size claims " + std::to_string(sizeof(Table)) + " bytes");
 }
 
 void future_minor(Context& ctx) {
