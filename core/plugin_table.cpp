@@ -67,8 +67,14 @@ std::size_t forward_report(const PluginBackend& b, std::uint32_t top_n, char* bu
 }
 
 [[noreturn]] void unsupported(const PluginBackend& b, std::string_view operation) {
-  throw Error(Status::unsupported, std::string(b.name()), std::string(operation),
-              "not supported by the " + std::string(b.plugin_name()) + " plugin");
+  std::string why = "not supported by the " + std::string(b.plugin_name()) + " plugin";
+  // A plugin of an older minor may lack the slot only because it predates it (ABI-2): say so.
+  if (const std::uint32_t v = b.table().abi_version;
+      GPUPLUG_ABI_MINOR(v) < GPUPLUG_ABI_VERSION_MINOR) {
+    why += " (it speaks ABI " + abi_version_text(v) + ", this host " +
+           abi_version_text(GPUPLUG_ABI_VERSION) + ")";
+  }
+  throw Error(Status::unsupported, std::string(b.name()), std::string(operation), why);
 }
 
 gpuplug_status_t default_alloc_managed(const PluginBackend& b, std::uint64_t, const char*,

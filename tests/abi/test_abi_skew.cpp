@@ -100,6 +100,25 @@ BOOST_AUTO_TEST_CASE(events_are_unsupported_with_a_clear_message) {
   BOOST_CHECK_THROW(gpu->record(gpuplug::Event{1}), gpuplug::Error);
 }
 
+BOOST_AUTO_TEST_CASE(a_default_slot_names_the_older_abi) {
+  // The core's default for a missing optional slot says the plugin speaks an older ABI, so that
+  // "unsupported" reads as "built before this existed", not as a refusal.
+  Entry entry(kAbi10Plugin);
+  gpuplug_plugin_v1 t{};
+  std::memcpy(&t, entry(GPUPLUG_ABI_VERSION), GPUPLUG_PLUGIN_V1_0_SIZE);
+  t.alloc_managed = nullptr;
+  auto gpu = gpuplug::create_backend_from_table(kAbi10Plugin, t);
+  try {
+    (void)gpu->alloc_managed(64, "abi_skew");
+    BOOST_FAIL("alloc_managed without its slot did not throw");
+  } catch (const gpuplug::Error& e) {
+    BOOST_TEST((e.status() == gpuplug::Status::unsupported));
+    BOOST_TEST(contains(e.what(), "not supported by the example plugin (it speaks ABI 1.0, this "
+                                  "host 1.1)"),
+               e.what());
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(v1_1_plugin_negotiates)
