@@ -30,9 +30,12 @@
 //       ... 1.1 only ...
 //     #endif
 // kept as local as it can be: around the statement that fills the slot or field (as in
-// fill_instance_slots and make_table_v1_0), not around whole hooks, so that a hook written for
-// 1.1 still compiles, unused, in a 1.0 build. Built against 1.0, the table simply ends at
-// load_module_file, and hosts use the defaults of docs/architecture.md (ABI-2) for the rest.
+// fill_instance_slots and make_table_v1_0), not around whole hooks, so that a vendor hook written
+// for 1.1 (vendor_event_create, ...) still compiles in a 1.0 build; a slot function that only a
+// 1.1 table points to is then unused, so mark it [[maybe_unused]] (or guard it with the slot).
+// Built against 1.0, the table simply ends at load_module_file, and hosts use the defaults of
+// docs/architecture.md (ABI-2) for the rest. tests/abi builds the SDK from this target's own
+// sources against the frozen header, so a guard that is missing fails the build there.
 // clang-format on
 
 #include <gpuplug/abi.h>
