@@ -11,6 +11,7 @@
 #include <gpuplug/gpuplug.hpp>
 #include <gpuplug/table_backend.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -113,8 +114,9 @@ BOOST_AUTO_TEST_CASE(a_default_slot_names_the_older_abi) {
     BOOST_FAIL("alloc_managed without its slot did not throw");
   } catch (const gpuplug::Error& e) {
     BOOST_TEST((e.status() == gpuplug::Status::unsupported));
-    BOOST_TEST(contains(e.what(), "not supported by the example plugin (it speaks ABI 1.0, this "
-                                  "host 1.1)"),
+    BOOST_TEST(contains(e.what(),
+                        "not supported by the example plugin (it speaks ABI 1.0, this "
+                        "host 1.1)"),
                e.what());
   }
 }
@@ -183,6 +185,37 @@ BOOST_AUTO_TEST_CASE(the_1_0_answer_works_under_the_core) {
   gpu->free(p);
   BOOST_TEST(down == std::vector<unsigned char>(64, 7));
   BOOST_CHECK_THROW((void)gpu->create_event(), gpuplug::Error);
+}
+
+BOOST_AUTO_TEST_CASE(from_many_threads) {
+  // Negotiation and create_backend_from_table from 8 threads at once: each thread asks for the
+  // 1.0 or the 1.1 table, makes its own backend from it and uses it.
+  Entry entry(kHostPlugin);
+  std::vector<std::thread> threads;
+  std::vector<int> ok(8, 0);
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        for (int round = 0; round < 10; ++round) {
+          const std::uint32_t host = GPUPLUG_MAKE_VERSION(1, (i + round) % 2);
+          const gpuplug_plugin_v1* t = entry(host);
+          if (t == nullptr || GPUPLUG_ABI_MINOR(t->abi_version) != GPUPLUG_ABI_MINOR(host)) return;
+          auto gpu = gpuplug::create_backend_from_table(kHostPlugin, *t);
+          const gpuplug::DevicePtr p = gpu->alloc(256, "abi_skew_threads");
+          gpu->memset(p, static_cast<std::uint8_t>(i), 256);
+          unsigned char back[256];
+          gpu->copy_d2h(back, p, sizeof back);
+          gpu->free(p);
+          if (back[0] != i || back[255] != i) return;
+        }
+        ok[i] = 1;
+      } catch (const std::exception&) {
+        // ok[i] stays 0: the check below names the thread
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  BOOST_TEST(ok == std::vector<int>(8, 1), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
