@@ -12,7 +12,7 @@ set(GPUPLUG_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/gpuplug)
 # same list drives tests/unit/headers (each compiled on its own).
 set(GPUPLUG_PUBLIC_HEADERS
   abi.h backend.hpp config.hpp gpuplug.hpp log.hpp op_cache.hpp registry.hpp teardown.hpp
-  types.hpp version.hpp)
+  table_backend.hpp types.hpp version.hpp)
 list(TRANSFORM GPUPLUG_PUBLIC_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/include/gpuplug/
   OUTPUT_VARIABLE _gpuplug_headers)
 install(FILES ${_gpuplug_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpuplug)

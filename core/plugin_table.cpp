@@ -67,8 +67,14 @@ std::size_t forward_report(const PluginBackend& b, std::uint32_t top_n, char* bu
 }
 
 [[noreturn]] void unsupported(const PluginBackend& b, std::string_view operation) {
-  throw Error(Status::unsupported, std::string(b.name()), std::string(operation),
-              "not supported by the " + std::string(b.plugin_name()) + " plugin");
+  std::string why = "not supported by the " + std::string(b.plugin_name()) + " plugin";
+  // A plugin of an older minor may lack the slot only because it predates it (ABI-2): say so.
+  if (const std::uint32_t v = b.table().abi_version;
+      GPUPLUG_ABI_MINOR(v) < GPUPLUG_ABI_VERSION_MINOR) {
+    why += " (it speaks ABI " + abi_version_text(v) + ", this host " +
+           abi_version_text(GPUPLUG_ABI_VERSION) + ")";
+  }
+  throw Error(Status::unsupported, std::string(b.name()), std::string(operation), why);
 }
 
 gpuplug_status_t default_alloc_managed(const PluginBackend& b, std::uint64_t, const char*,
@@ -151,10 +157,22 @@ std::string abi_version_text(std::uint32_t v) {
   return std::to_string(GPUPLUG_ABI_MAJOR(v)) + "." + std::to_string(GPUPLUG_ABI_MINOR(v));
 }
 
+std::size_t known_table_size(const gpuplug_plugin_v1& published) noexcept {
+  // ABI-3: no further than struct_size, no further than this core's table (a later minor's extra
+  // slots are not ours to read, ABI-1), and no further than the version the table declares: a
+  // 1.0 table ends at load_module_file even when its struct_size says more, so that a plugin
+  // that answers "1.0" with a 1.1-sized table (a wrong size, as PJRT shipped twice) is never
+  // called through an event or inspect_module slot it did not promise.
+  std::size_t n = std::min<std::size_t>(published.struct_size, sizeof(gpuplug_plugin_v1));
+  if (GPUPLUG_ABI_MAJOR(published.abi_version) == GPUPLUG_ABI_VERSION_MAJOR &&
+      GPUPLUG_ABI_MINOR(published.abi_version) == 0)
+    n = std::min<std::size_t>(n, GPUPLUG_PLUGIN_V1_0_SIZE);
+  return n;
+}
+
 gpuplug_plugin_v1 copy_table(const gpuplug_plugin_v1& published) noexcept {
   gpuplug_plugin_v1 t{};
-  const std::size_t n = std::min<std::size_t>(published.struct_size, sizeof t);
-  std::memcpy(&t, &published, n);
+  std::memcpy(&t, &published, known_table_size(published));
   return t;
 }
 

@@ -18,8 +18,15 @@ namespace gpuplug::detail {
 /// "1.0": an ABI version as messages name it.
 std::string abi_version_text(std::uint32_t version);
 
-/// The plugin table as the core uses it: a copy of the first `struct_size` bytes the plugin
-/// published (the host never reads past them), with every byte beyond left zero.
+/// How many bytes of a published table the core reads (docs/architecture.md, ABI-3): the
+/// smallest of its struct_size, sizeof(gpuplug_plugin_v1) (a later minor's table is accepted and
+/// only the prefix this core knows is used) and, for a table that declares ABI 1.0,
+/// GPUPLUG_PLUGIN_V1_0_SIZE (its struct_size is not trusted to cover slots 1.0 did not have).
+std::size_t known_table_size(const gpuplug_plugin_v1& published) noexcept;
+
+/// The plugin table as the core uses it: a copy of the first known_table_size() bytes the plugin
+/// published (the host never reads past them), with every byte beyond left zero, so that every
+/// slot the table does not cover reads as null and gets its default (ABI-2).
 /// Precondition for a PluginBackend: the table passed the checks below.
 gpuplug_plugin_v1 copy_table(const gpuplug_plugin_v1& published) noexcept;
 

@@ -511,11 +511,28 @@ void fill_instance_slots(gpuplug_plugin_v1& t) noexcept {
   t.load_module_file = &slot_load_module_file;
 }
 
-const gpuplug_plugin_v1* negotiate(const gpuplug_plugin_v1* table,
-                                   std::uint32_t /*host_abi_version*/) noexcept {
-  // v1.0 is the only version this SDK speaks. A host with a later minor reads our smaller
-  // struct_size; a host with another major refuses the table and names both versions.
-  return table;
+gpuplug_plugin_v1 make_table_v1_0(const gpuplug_plugin_v1& full) noexcept {
+  gpuplug_plugin_v1 t = full;
+#if GPUPLUG_ABI_VERSION_MINOR >= 1
+  t.struct_size = static_cast<std::uint32_t>(plugin_v1_0_size);
+  t.abi_version = GPUPLUG_MAKE_VERSION(1, 0);
+  // Every byte past the 1.0 table zero: a slot appended later (the events, inspect_module, and
+  // whatever comes after them) is not there for a 1.0 host, whatever it reads.
+  std::memset(reinterpret_cast<unsigned char*>(&t) + plugin_v1_0_size, 0,
+              sizeof t - plugin_v1_0_size);
+#endif
+  return t;
+}
+
+const gpuplug_plugin_v1* negotiate(const gpuplug_plugin_v1* full, const gpuplug_plugin_v1* v1_0,
+                                   std::uint32_t host_abi_version) noexcept {
+  // ABI-4: the highest version both share. Within major 1 that is the host's minor when it is
+  // below ours; only 1.0 is below 1.1. Another major gets ours, and that host refuses it naming
+  // both versions (ABI-5).
+  if (GPUPLUG_ABI_MAJOR(host_abi_version) == GPUPLUG_ABI_MAJOR(full->abi_version) &&
+      GPUPLUG_ABI_MINOR(host_abi_version) == 0)
+    return v1_0;
+  return full;
 }
 
 }  // namespace gpuplug::sdk::detail

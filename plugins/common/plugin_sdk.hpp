@@ -20,6 +20,22 @@
 // Hooks report failure by throwing sdk::Failure (see failure.hpp); any other exception becomes
 // GPUPLUG_STATUS_INTERNAL. Nothing ever propagates across the C boundary.
 // Lifetimes: the table is a constant; plugins keep no static objects with destructors.
+//
+// One SDK, two headers. The SDK compiles against the current <gpuplug/abi.h> (ABI 1.1) and
+// against the frozen 1.0 header (tests/abi/v1_0/gpuplug/abi.h), which the ABI skew tests put
+// first on the include path to build a real 1.0 plugin (tests/abi). Whatever uses a slot, field
+// or macro that ABI 1.1 added (the event slots, inspect_module, the identity fields of
+// gpuplug_device_info_t, GPUPLUG_PLUGIN_V1_0_SIZE, ...) sits inside
+//     #if GPUPLUG_ABI_VERSION_MINOR >= 1
+//       ... 1.1 only ...
+//     #endif
+// kept as local as it can be: around the statement that fills the slot or field (as in
+// fill_instance_slots and make_table_v1_0), not around whole hooks, so that a vendor hook written
+// for 1.1 (vendor_event_create, ...) still compiles in a 1.0 build; a slot function that only a
+// 1.1 table points to is then unused, so mark it [[maybe_unused]] (or guard it with the slot).
+// Built against 1.0, the table simply ends at load_module_file, and hosts use the defaults of
+// docs/architecture.md (ABI-2) for the rest. tests/abi builds the SDK from this target's own
+// sources against the frozen header, so a guard that is missing fails the build there.
 // clang-format on
 
 #include <gpuplug/abi.h>
@@ -268,9 +284,25 @@ gpuplug_status_t create_with(const PluginHooks& hooks, std::uint32_t ordinal,
 std::filesystem::path default_modules_dir(const char* plugin_name);
 /// Fills every slot that takes an instance (no per-plugin state: the instance is a Device).
 void fill_instance_slots(gpuplug_plugin_v1& table) noexcept;
-/// The table to hand to a host speaking `host_abi_version`: ours (v1.0) in every case; the host
-/// refuses it when the majors differ, which names both versions there.
-const gpuplug_plugin_v1* negotiate(const gpuplug_plugin_v1* table,
+/// The size of the ABI 1.0 table in the header this SDK is compiled against: the macro of the
+/// 1.1 header, the 1.0 header's own sizeof (which has no such macro).
+#if GPUPLUG_ABI_VERSION_MINOR >= 1
+inline constexpr std::size_t plugin_v1_0_size = GPUPLUG_PLUGIN_V1_0_SIZE;
+#else
+inline constexpr std::size_t plugin_v1_0_size = sizeof(gpuplug_plugin_v1);
+#endif
+
+/// `full` as a host that speaks ABI 1.0 must see it (docs/architecture.md, ABI-4): abi_version
+/// 1.0, struct_size GPUPLUG_PLUGIN_V1_0_SIZE, and every slot appended after 1.0 null, so that
+/// nothing past the 1.0 table is there to be read even by a host that ignores struct_size.
+/// Compiled against the 1.0 header it is `full` itself.
+gpuplug_plugin_v1 make_table_v1_0(const gpuplug_plugin_v1& full) noexcept;
+
+/// The table to hand to a host speaking `host_abi_version` (ABI-4: the highest version both
+/// share): `v1_0` to a host of 1.0, `full` (ours) to a host of a later 1.x minor. A host of another
+/// major gets `full` too: it refuses a table whose major is not its own and names both versions,
+/// which says more than a null table ("shares no ABI version") would.
+const gpuplug_plugin_v1* negotiate(const gpuplug_plugin_v1* full, const gpuplug_plugin_v1* v1_0,
                                    std::uint32_t host_abi_version) noexcept;
 
 template <class P>
@@ -308,10 +340,12 @@ gpuplug_plugin_v1 make_table() noexcept {
 }  // namespace gpuplug::sdk
 
 /// Exports gpuplug_plugin_entry for plugin description struct P (see the top of this file).
-/// The table is a function-local constant with a trivial destructor.
-#define GPUPLUG_DEFINE_PLUGIN(P)                                                    \
-  extern "C" GPUPLUG_PLUGIN_EXPORT const gpuplug_plugin_v1* gpuplug_plugin_entry(   \
-      uint32_t host_abi_version) {                                                  \
-    static const gpuplug_plugin_v1 table = ::gpuplug::sdk::detail::make_table<P>(); \
-    return ::gpuplug::sdk::detail::negotiate(&table, host_abi_version);             \
+/// The tables are function-local constants with trivial destructors: the full one, and the 1.0
+/// view of it that a host speaking ABI 1.0 gets (see negotiate).
+#define GPUPLUG_DEFINE_PLUGIN(P)                                                                \
+  extern "C" GPUPLUG_PLUGIN_EXPORT const gpuplug_plugin_v1* gpuplug_plugin_entry(               \
+      uint32_t host_abi_version) {                                                              \
+    static const gpuplug_plugin_v1 table = ::gpuplug::sdk::detail::make_table<P>();             \
+    static const gpuplug_plugin_v1 table_v1_0 = ::gpuplug::sdk::detail::make_table_v1_0(table); \
+    return ::gpuplug::sdk::detail::negotiate(&table, &table_v1_0, host_abi_version);            \
   }

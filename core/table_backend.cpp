@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: Apache-2.0
+// create_backend_from_table: a PluginBackend from a table the caller hands over, through the
+// loader's own checks, for the ABI skew group of the conformance suite.
+#include <boost/dll/shared_library.hpp>
+#include <gpuplug/table_backend.hpp>
+#include <string>
+
+#include "plugin_backend.hpp"
+#include "plugin_loader.hpp"
+#include "plugin_table.hpp"
+
+namespace gpuplug {
+
+std::shared_ptr<GpuBackend> create_backend_from_table(const std::filesystem::path& plugin_file,
+                                                      const gpuplug_plugin_v1& table,
+                                                      std::uint32_t ordinal,
+                                                      const Options& options) {
+  const std::string who = plugin_file.string();
+  // The file is trusted no more than discovery trusts a candidate.
+  if (auto why = detail::preflight(plugin_file))
+    throw Error(Status::unavailable, who, "load", why->message);
+  // The same checks, in the same order, as the loader's on the entry point's table: the header
+  // first (the only fields read before the major is known), then the copy, then what v1 requires.
+  auto refused = [&](const detail::Refusal& r) {
+    return Error(Status::invalid_argument, who, "check table", r.message);
+  };
+  if (auto why = detail::check_header(table)) throw refused(*why);
+  const gpuplug_plugin_v1 copy = detail::copy_table(table);
+  if (auto why = detail::check_name(copy)) throw refused(*why);
+  if (auto why = detail::check_required_slots(copy)) throw refused(*why);
+
+  auto library = std::make_shared<detail::Library>();
+  boost::dll::fs::error_code ec;
+  library->load(boost::dll::fs::path(who),
+                boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
+  if (ec || !library->is_loaded())
+    throw Error(Status::unavailable, who, "load", "cannot load the library: " + ec.message());
+  // PluginBackend copies the table again (copy_table is idempotent on a copy) and resolves the
+  // optional slots from that copy, never from `table`.
+  return std::make_shared<detail::PluginBackend>(std::move(library), copy, ordinal, options);
+}
+
+}  // namespace gpuplug

@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: Apache-2.0
+// The core's side of ABI-3 (docs/architecture.md): how much of a published table it reads.
+#define BOOST_TEST_MODULE abi_table_copy
+#include <gpuplug/abi.h>
+
+#include <boost/test/unit_test.hpp>
+#include <cstring>
+
+#include "plugin_table.hpp"
+
+using gpuplug::detail::copy_table;
+using gpuplug::detail::known_table_size;
+
+namespace {
+
+/// A table whose every byte is 0xAB (so that what the copy takes is visible), then the header.
+struct Filled {
+  gpuplug_plugin_v1 table;
+  unsigned char beyond[64];
+  Filled(std::uint32_t version, std::uint32_t size) {
+    std::memset(static_cast<void*>(this), 0xAB, sizeof *this);
+    table.abi_version = version;
+    table.struct_size = size;
+  }
+};
+
+bool all_zero_from(const gpuplug_plugin_v1& t, std::size_t from) {
+  const auto* p = reinterpret_cast<const unsigned char*>(&t);
+  for (std::size_t i = from; i < sizeof t; ++i) {
+    if (p[i] != 0) return false;
+  }
+  return true;
+}
+
+bool all_copied_until(const gpuplug_plugin_v1& t, std::size_t until) {
+  const auto* p = reinterpret_cast<const unsigned char*>(&t);
+  for (std::size_t i = offsetof(gpuplug_plugin_v1, name); i < until; ++i) {
+    if (p[i] != 0xAB) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_1_1_table_is_read_to_its_struct_size) {
+  for (std::size_t size = GPUPLUG_PLUGIN_V1_MIN_SIZE; size <= sizeof(gpuplug_plugin_v1);
+       size += sizeof(void*)) {
+    const Filled f(GPUPLUG_MAKE_VERSION(1, 1), static_cast<std::uint32_t>(size));
+    BOOST_TEST(known_table_size(f.table) == size);
+    const gpuplug_plugin_v1 t = copy_table(f.table);
+    BOOST_TEST(all_copied_until(t, size));
+    BOOST_TEST(all_zero_from(t, size));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_later_minor_is_read_to_the_known_prefix) {
+  const Filled f(GPUPLUG_MAKE_VERSION(1, 2), sizeof(Filled));
+  BOOST_TEST(known_table_size(f.table) == sizeof(gpuplug_plugin_v1));
+  BOOST_TEST(all_copied_until(copy_table(f.table), sizeof(gpuplug_plugin_v1)));
+}
+
+BOOST_AUTO_TEST_CASE(a_1_0_table_is_never_read_past_the_1_0_slots) {
+  // Whatever its struct_size says (a wrong size), a table that declares 1.0 has no event or
+  // inspect_module slot for the core: they read as null and get their defaults.
+  for (const std::uint32_t size :
+       {std::uint32_t{GPUPLUG_PLUGIN_V1_0_SIZE}, std::uint32_t{GPUPLUG_PLUGIN_V1_1_SIZE},
+        std::uint32_t{sizeof(Filled)}}) {
+    const Filled f(GPUPLUG_MAKE_VERSION(1, 0), size);
+    BOOST_TEST(known_table_size(f.table) == GPUPLUG_PLUGIN_V1_0_SIZE);
+    const gpuplug_plugin_v1 t = copy_table(f.table);
+    BOOST_TEST(t.load_module_file != nullptr);
+    BOOST_TEST(t.event_create == nullptr);
+    BOOST_TEST(t.inspect_module == nullptr);
+    BOOST_TEST(all_zero_from(t, GPUPLUG_PLUGIN_V1_0_SIZE));
+  }
+  // And a 1.0 table shorter than that keeps its own, smaller, size.
+  const Filled small(GPUPLUG_MAKE_VERSION(1, 0), GPUPLUG_PLUGIN_V1_MIN_SIZE);
+  BOOST_TEST(known_table_size(small.table) == GPUPLUG_PLUGIN_V1_MIN_SIZE);
+  BOOST_TEST(copy_table(small.table).load_module_file == nullptr);
+}
