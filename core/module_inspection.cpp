@@ -97,9 +97,13 @@ ModuleInspection inspect_module(const std::vector<PluginEntry>& entries, std::st
   // The library stays loaded while the slot runs: `library` holds it.
   const auto [library, table] = acquire_library(*found);
   if (table.inspect_module == nullptr) {
+    // copy_table zeroed every byte past the plugin's struct_size: a 1.0 table reads as null here.
     throw Error(Status::unsupported, backend, op,
-                "module inspection is not supported by the " + info.name + " plugin (ABI " +
-                    abi_version_text(table.abi_version) + "; inspect_module is ABI 1.1)");
+                "module inspection is not supported by the " + info.name + " plugin (" +
+                    (table.struct_size < GPUPLUG_PLUGIN_V1_1_SIZE
+                         ? "its table predates the inspect_module slot of ABI 1.1"
+                         : "its inspect_module slot is null") +
+                    ")");
   }
   // 8 KiB: on the heap, so that deep call stacks (the tool's threads) need not hold it.
   auto raw = std::make_unique<gpuplug_module_inspection_t>();

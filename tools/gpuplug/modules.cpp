@@ -131,15 +131,15 @@ void print_text(const std::vector<PluginModules>& all) {
     for (const fs::path& f : pm.folders) std::cout << "  modules: " << escape_text(f.string()) << "\n";
     for (const std::string& note : pm.folder_notes) std::cout << "  note:    " << escape_text(note) << "\n";
     if (pm.files.empty()) std::cout << "  no module files\n";
+    if (pm.ordinals.empty() && !pm.files.empty())
+      std::cout << "  not inspected: the " << escape_text(p.name)
+                << " plugin has no usable device here (see its reason)\n";
     for (const ModuleFile& mf : pm.files) {
       std::cout << "  " << escape_text(mf.path.filename().string()) << "\n";
       if (!mf.read_error.empty()) {
         std::cout << "    cannot read: " << escape_text(mf.read_error) << "\n";
         continue;
       }
-      if (pm.ordinals.empty())
-        std::cout << "    not inspected: the " << escape_text(p.name) << " plugin has no usable device"
-                  << (p.message.empty() ? "" : " (" + escape_text(p.message) + ")") << "\n";
       for (const DeviceResult& r : mf.devices) {
         std::cout << "    device " << r.ordinal << ": ";
         if (!r.inspection) {
