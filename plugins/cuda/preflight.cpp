@@ -37,7 +37,7 @@ bool read_cubin(std::span<const std::byte> cubin, sdk::ModuleInspection& out, st
     if (s.section == 0 || s.section >= elf->sections.size() || s.name.empty()) continue;
     if (s.type == kSttFunc && elf->section_names[s.section] == ".text." + s.name) {
       out.functions.push_back(s.name);
-    } else if (s.type == kSttObject && s.binding != 0 /* STB_LOCAL */) {
+    } else if (s.type == kSttObject) {  // local too: nvcc makes __device__ globals local
       const auto value = support::elf_symbol_u32(cubin, *elf, s);
       out.symbols.push_back(value ? s.name + "=" + std::to_string(*value) : s.name);
     }
@@ -211,9 +211,12 @@ void inspect_image(std::span<const std::byte> image, ComputeCapability cc,
       break;
     }
   }
-  for (const FatbinEntry& e : entries)
-    out.targets.push_back(e.ptx ? ptx_name(e.arch) : sass_name(e.arch));
-  out.targets.erase(std::unique(out.targets.begin(), out.targets.end()), out.targets.end());
+  // SASS first, then PTX, each by architecture: the order the driver prefers them in.
+  std::vector<std::pair<bool, std::uint32_t>> kinds;
+  for (const FatbinEntry& e : entries) kinds.emplace_back(e.ptx, e.arch);
+  std::sort(kinds.begin(), kinds.end());
+  kinds.erase(std::unique(kinds.begin(), kinds.end()), kinds.end());
+  for (const auto& [ptx, arch] : kinds) out.targets.push_back(ptx ? ptx_name(arch) : sass_name(arch));
 
   const FatbinEntry* chosen = choose(entries, cc, out);
   // What the module defines: from the entry that loads when it can be read, else from the first
