@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The inspect_module slot (ABI 1.1, kernel preflight): argument checks around a plugin's hook,
 // and the packing of its answer into the fixed-size C struct.
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -54,7 +55,10 @@ void write_inspection(gpuplug_module_inspection_t& out, const ModuleInspection& 
   out.loadable = in.loadable ? 1 : 0;
   put_text(out.format, in.format);
   put_text(out.target, in.loadable ? std::string_view(in.target) : std::string_view());
-  put_list(out.targets, in.targets, ' ');
+  // Space-separated: a space inside a target would split it, so it becomes '_'.
+  std::vector<std::string> targets = in.targets;
+  for (std::string& t : targets) std::replace(t.begin(), t.end(), ' ', '_');
+  put_list(out.targets, targets, ' ');
   put_text(out.reason, in.loadable ? std::string_view() : std::string_view(in.reason));
   put_list(out.functions, in.functions, '\n');
   put_list(out.symbols, in.symbols, '\n');

@@ -94,7 +94,8 @@ void inspect_image(std::span<const std::byte> image, std::string_view device_arc
   if (is_elf(image)) {
     out.format = "code object";
     std::string target = code_object_target(image);
-    if (target.empty()) target = "unknown gfx (EF_AMDGPU_MACH not known here)";
+    // One word (targets are a space-separated list); the reason then says it is unknown.
+    if (target.empty()) target = "gfx-unknown";
     objects.emplace_back(std::move(target), image);
   } else {
     out.format = "offload bundle";

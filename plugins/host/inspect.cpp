@@ -30,8 +30,14 @@ std::string target_name(std::uint16_t machine) {
       return "i386";
     case EM_ARM:
       return "arm";
-    default:
-      return support::elf_machine_name(machine);
+    case EM_S390:
+      return "s390x";
+    case 190:  // EM_CUDA
+      return "cuda";
+    case 224:  // EM_AMDGPU
+      return "amdgcn";
+    default:  // one word: targets are a space-separated list
+      return "e_machine_" + std::to_string(machine);
   }
 }
 
