@@ -288,3 +288,38 @@ BOOST_AUTO_TEST_CASE(a_list_that_does_not_fit_ends_with_an_ellipsis_and_no_cut_n
     }
   }
 }
+
+// ---- the core against a plugin that does not play by the rules --------------------------------
+
+BOOST_AUTO_TEST_CASE(the_core_reads_a_plugin_s_answer_only_within_its_fields) {
+  gpuplug::PluginRegistry hostile;
+  const auto info = hostile.add_plugin_file(GPUPLUG_TEST_HOSTILE_INSPECT_PLUGIN,
+                                            {gpuplug::ProbeMode::in_process, std::nullopt});
+  BOOST_TEST_REQUIRE((info.state == gpuplug::PluginState::available), info.message);
+  const std::string image = "anything";
+  const auto m = hostile.inspect_module("hostile_inspect", 0, std::as_bytes(std::span(image)));
+  const gpuplug_module_inspection_t raw{};
+  BOOST_TEST(!m.loadable);  // 7 is not 1
+  BOOST_TEST(m.format == std::string(sizeof raw.format, 'F'));
+  BOOST_TEST(m.target == std::string(sizeof raw.target, 'T'));
+  BOOST_TEST(m.reason == std::string(sizeof raw.reason, 'R'));
+  BOOST_TEST(m.targets == std::vector<std::string>{std::string(sizeof raw.targets, 'G')},
+             boost::test_tools::per_element());
+  BOOST_TEST(m.functions.size() == 1u);
+  BOOST_TEST(m.functions.front().size() == sizeof raw.functions);
+  BOOST_TEST_REQUIRE(m.symbols.size() == 3u);
+  BOOST_TEST(m.symbols[0].name == "n=99999999999");  // past 32 bits: no value, the text kept
+  BOOST_TEST(!m.symbols[0].value.has_value());
+  BOOST_TEST(m.symbols[1].name == "m");
+  BOOST_TEST((m.symbols[1].value == std::optional<std::uint32_t>(7)));
+  BOOST_TEST(m.symbols[2].name.size() == sizeof raw.symbols - 18);
+
+  const std::string failing = "fail here";
+  try {
+    hostile.inspect_module("hostile_inspect", 0, std::as_bytes(std::span(failing)));
+    BOOST_FAIL("an error status was taken for an answer");
+  } catch (const gpuplug::Error& e) {
+    BOOST_TEST(e.status() == gpuplug::Status::invalid_image);
+    BOOST_TEST(e.message() == std::string(sizeof raw.reason, 'R'));
+  }
+}
