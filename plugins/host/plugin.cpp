@@ -9,7 +9,7 @@
 
 #include "device.hpp"
 #include "driver.hpp"
-#include "inspect.hpp"
+#include "preflight.hpp"
 #include "plugin_sdk.hpp"
 
 namespace gpuplug::host {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "../../plugins/cuda/preflight.hpp"
-#include "../../plugins/host/inspect.hpp"
+#include "../../plugins/host/preflight.hpp"
 #include "fuzz_input.hpp"
 #include "gpuplug/support/elf_symbols.hpp"
 #ifdef GPUPLUG_FUZZ_HIP

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Host module preflight: the ELF's machine, exports and 4-byte values, without dlopen.
-#include "inspect.hpp"
+#include "preflight.hpp"
 
 #include <elf.h>
 
