@@ -13,6 +13,7 @@
 
 #include "environment.hpp"
 #include "isolated_probe.hpp"
+#include "module_inspection.hpp"
 #include "plugin_loader.hpp"
 #include "selector.hpp"
 
@@ -349,6 +350,16 @@ Selection PluginRegistry::select(std::string_view selector, const Options& optio
     if (first) log(fallback->first, channel, fallback->second);
   }
   return std::move(outcome.selection);
+}
+
+ModuleInspection PluginRegistry::inspect_module(std::string_view plugin, std::uint32_t ordinal,
+                                                std::span<const std::byte> image) const {
+  std::vector<PluginEntry> snapshot;
+  {
+    std::lock_guard lock(impl_->mutex);
+    snapshot = impl_->entries;
+  }
+  return detail::inspect_module(snapshot, plugin, ordinal, image);  // module_inspection.cpp
 }
 
 }  // namespace gpuplug

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -108,6 +109,31 @@ struct Selection {
   std::string explain() const;            // one line: "chose host:0 (cuda: ...; hip: ...)"
 };
 
+/// What a plugin says of a kernel module image for one of its devices, without loading it
+/// (PluginRegistry::inspect_module; ABI 1.1 kernel preflight). Every string is as the plugin
+/// wrote it, read only up to its fixed-size field: a display must escape it.
+struct ModuleInspection {
+  /// A published global: "gemm_f32_n_tile", with its value when it is a 4-byte global whose
+  /// initial value the image holds.
+  struct Symbol {
+    std::string name;
+    std::optional<std::uint32_t> value;
+    friend bool operator==(const Symbol&, const Symbol&) = default;
+  };
+  bool loadable = false;
+  std::string format;                  ///< "fatbin", "offload bundle", "ELF shared object", ...
+  std::string target;                  ///< the target that loads: "sm_90 (SASS)", "gfx942", "x86_64"
+  std::vector<std::string> targets;    ///< every target the image carries
+  std::string reason;                  ///< !loadable: why none of them loads on the device
+  std::vector<std::string> functions;  ///< the kernels
+  std::vector<Symbol> symbols;         ///< the other published globals
+  /// True when the plugin cut a list short (its last item was "...", which is left out).
+  bool truncated = false;
+
+  /// The value of symbol `name` ("gemm_f32_n_tile"), nullopt when absent or without one.
+  std::optional<std::uint32_t> value_of(std::string_view name) const;
+};
+
 /// Thread-safety: all members may be called concurrently. Backends made by a registry keep
 /// their plugin library loaded after the registry is gone.
 class PluginRegistry {
@@ -150,6 +176,17 @@ class PluginRegistry {
   std::shared_ptr<GpuBackend> create(std::string_view selector = "auto", const Options& options = {});
   /// As create, but also says why: what was chosen and what was passed over.
   Selection select(std::string_view selector = "auto", const Options& options = {});
+
+  /// Kernel preflight: which of `image`'s targets would load on device `ordinal` of plugin
+  /// `plugin` ("cuda"), and the kernels and globals it defines, without loading it or creating a
+  /// backend. A target that does not fit the device is not an error: loadable is false and
+  /// reason says why. Throws Error (operation "inspect_module", backend "<plugin>:<ordinal>"):
+  /// not_found for a plugin that discovery did not find or an ordinal it has no device for;
+  /// unavailable for a plugin that cannot be used here (its reason: "driver missing: ...");
+  /// unsupported for a plugin without the slot (built against ABI 1.0); invalid_image with the
+  /// plugin's reason for an image it cannot parse (truncated, garbage, empty).
+  ModuleInspection inspect_module(std::string_view plugin, std::uint32_t ordinal,
+                                  std::span<const std::byte> image) const;
 
  private:
   struct Impl;

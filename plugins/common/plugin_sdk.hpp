@@ -15,6 +15,9 @@
 //        static void describe_device(uint32_t ordinal, gpuplug_device_info_t& out);
 //        static std::unique_ptr<Device> create(const DeviceConfig& config);
 //        static constexpr std::array<std::string_view, N> extra_options;  // beyond the common keys
+//        // optional (ABI 1.1 inspect_module; without it the slot stays null: UNSUPPORTED):
+//        static void inspect_module(uint32_t ordinal, std::span<const std::byte> image,
+//                                   ModuleInspection& out);
 //     and export it with GPUPLUG_DEFINE_PLUGIN(P). probe runs once per process (the SDK keeps
 //     its result); describe_device and create are only called for an ordinal below its count.
 // Hooks report failure by throwing sdk::Failure (see failure.hpp); any other exception becomes
@@ -114,6 +117,21 @@ struct VendorGlobal {
 
 /// What a device may do with a range of device addresses (vendor_owns_range's answer).
 enum class Access : std::uint8_t { none, read, read_write };
+
+/// What a plugin's inspect_module hook says of a module image for one device (ABI 1.1, kernel
+/// preflight). The SDK writes it into gpuplug_module_inspection_t: every string escaped
+/// (support::escape_text: a name from the image cannot forge a list item or reach a terminal),
+/// truncated to its field, lists '\n'-separated, ending with "..." where they do not fit.
+/// A hook reports an image it cannot parse by throwing Failure(INVALID_IMAGE, why).
+struct ModuleInspection {
+  bool loadable = false;
+  std::string format;                  // "fatbin", "offload bundle", "ELF shared object", ...
+  std::string target;                  // the target that loads ("sm_90 (SASS)"); "" when none
+  std::vector<std::string> targets;    // every target the image carries
+  std::string reason;                  // loadable == false: why none loads
+  std::vector<std::string> functions;  // the kernels
+  std::vector<std::string> symbols;    // other globals: "name", or "name=value" (4-byte, known)
+};
 
 namespace detail {
 struct DeviceAccess;  // the SDK's edge (plugin_sdk.cpp): the ledger, registry, errors, sweep
@@ -250,6 +268,8 @@ struct PluginHooks {
   std::unique_ptr<Device> (*create)(const DeviceConfig&);
   std::span<const std::string_view> extra_options;
   const gpuplug_probe_result_t& (*probed)() noexcept;  // the probe's result, run once
+  /// P::inspect_module when P has one, else null (the table's slot then stays null).
+  void (*inspect_module)(std::uint32_t, std::span<const std::byte>, ModuleInspection&) = nullptr;
 };
 
 /// Runs a plugin's probe hook and normalises its result (a thrown exception is PROBE_ERROR with
@@ -279,6 +299,24 @@ gpuplug_status_t create_with(const PluginHooks& hooks, std::uint32_t ordinal,
                              const gpuplug_option_t* options, std::uint32_t option_count,
                              const gpuplug_host_services_t* services, gpuplug_instance_t* out,
                              char* error, std::size_t error_size) noexcept;
+/// The inspect_module slot for a plugin whose hooks have one (inspect.cpp): checks `out` (null or
+/// a struct_size below the 1.1 struct: INVALID_ARGUMENT, nothing written), the image (null,
+/// empty: INVALID_IMAGE; larger than 4 GiB: INVALID_ARGUMENT) and the ordinal (require_device),
+/// runs the hook and writes its answer; a failure's message goes to out->reason.
+gpuplug_status_t inspect_with(const PluginHooks& hooks, std::uint32_t ordinal, const void* image,
+                              std::uint64_t size, gpuplug_module_inspection_t* out) noexcept;
+/// The hook of P, detected: P::inspect_module when it has one with the SDK's signature.
+template <class P>
+constexpr auto inspect_hook_of() noexcept
+    -> void (*)(std::uint32_t, std::span<const std::byte>, ModuleInspection&) {
+  if constexpr (requires(std::uint32_t o, std::span<const std::byte> i, ModuleInspection& m) {
+                  P::inspect_module(o, i, m);
+                }) {
+    return &P::inspect_module;
+  } else {
+    return nullptr;
+  }
+}
 /// `<folder of the plugin .so>/../kernels/<plugin_name>`, found with dladdr (options.cpp); empty
 /// when the SDK cannot find its own file.
 std::filesystem::path default_modules_dir(const char* plugin_name);
@@ -313,7 +351,8 @@ inline constexpr PluginHooks hooks_of{P::name,
                                       &P::describe_device,
                                       &P::create,
                                       std::span<const std::string_view>(P::extra_options),
-                                      &probed_once<P>};
+                                      &probed_once<P>,
+                                      inspect_hook_of<P>()};
 
 template <class P>
 gpuplug_plugin_v1 make_table() noexcept {
@@ -333,6 +372,12 @@ gpuplug_plugin_v1 make_table() noexcept {
     return create_with(hooks_of<P>, ordinal, options, count, services, out, error, error_size);
   };
   fill_instance_slots(t);
+  if constexpr (inspect_hook_of<P>() != nullptr) {
+    t.inspect_module = [](std::uint32_t ordinal, const void* image, std::uint64_t size,
+                          gpuplug_module_inspection_t* out) noexcept {
+      return inspect_with(hooks_of<P>, ordinal, image, size, out);
+    };
+  }
   return t;
 }
 }  // namespace detail

@@ -94,4 +94,69 @@ std::string image_problem(std::span<const std::byte> image) {
   return "";
 }
 
+std::optional<std::vector<FatbinEntry>> fatbin_entries(std::span<const std::byte> image,
+                                                       std::string& why) {
+  constexpr std::uint64_t kFlagCompressed = 0x2000 | 0x8000;
+  std::vector<FatbinEntry> entries;
+  const std::uint64_t size = image.size();
+  for (std::uint64_t container = 0; container < size;) {
+    if (size - container < 16 || !starts_with(image.subspan(container), kFatbinMagic)) {
+      if (container == 0) {
+        why = "not a fatbin (no 0xBA55ED50 header)";
+        return std::nullopt;
+      }
+      break;  // padding after the last container
+    }
+    const std::uint64_t header = read_at<std::uint16_t>(image, container + 6);
+    const std::uint64_t body = read_at<std::uint64_t>(image, container + 8);
+    const std::uint64_t left = size - container;
+    if (header < 16 || header > left || body > left - header) {
+      why = "truncated fatbin: the container at offset " + std::to_string(container) +
+            " announces " + std::to_string(header) + " + " + std::to_string(body) +
+            " bytes, the image has " + std::to_string(left) + " from there";
+      return std::nullopt;
+    }
+    const std::uint64_t end = container + header + body;
+    for (std::uint64_t at = container + header; at < end;) {
+      // The fields read below end at +48; an entry header shorter than that is not one.
+      if (end - at < 48) {
+        why = "truncated fatbin entry at offset " + std::to_string(at);
+        return std::nullopt;
+      }
+      const std::uint64_t entry = read_at<std::uint32_t>(image, at + 4);
+      const std::uint64_t payload = read_at<std::uint64_t>(image, at + 8);
+      if (entry < 48 || entry > end - at || payload > end - at - entry) {
+        why = "truncated fatbin entry at offset " + std::to_string(at) + " (header " +
+              std::to_string(entry) + " + payload " + std::to_string(payload) + " bytes, " +
+              std::to_string(end - at) + " left in its container)";
+        return std::nullopt;
+      }
+      const std::uint16_t kind = read_at<std::uint16_t>(image, at);
+      if (kind == 1 || kind == 2) {
+        FatbinEntry e;
+        e.ptx = kind == 1;
+        e.arch = read_at<std::uint32_t>(image, at + 28);
+        e.compressed = (read_at<std::uint64_t>(image, at + 40) & kFlagCompressed) != 0 ||
+                       read_at<std::uint32_t>(image, at + 16) != 0;
+        e.payload = image.subspan(at + entry, payload);
+        entries.push_back(e);
+      }
+      at += entry + payload;
+    }
+    container = end;  // the next container, if any, follows directly
+  }
+  if (entries.empty()) {
+    why = "a fatbin without SASS or PTX entries";
+    return std::nullopt;
+  }
+  return entries;
+}
+
+std::optional<std::uint32_t> cubin_arch(std::span<const std::byte> image) noexcept {
+  if (image.size() < 64 || !starts_with(image, kElfMagic)) return std::nullopt;
+  const auto abi_version = static_cast<unsigned char>(image[8]);
+  const std::uint32_t flags = read_at<std::uint32_t>(image, 48);
+  return abi_version >= 8 ? (flags >> 8) & 0xFFu : flags & 0xFFu;
+}
+
 }  // namespace gpuplug::cuda

@@ -9,6 +9,7 @@
 #include "device.hpp"
 #include "driver.hpp"
 #include "plugin_sdk.hpp"
+#include "preflight.hpp"
 
 namespace gpuplug::cuda {
 
@@ -30,6 +31,11 @@ struct CudaPlugin {
   }
   static std::unique_ptr<sdk::Device> create(const sdk::DeviceConfig& config) {
     return std::make_unique<CudaDevice>(config);
+  }
+  /// Kernel preflight (ABI 1.1): the fatbin's SASS/PTX against the device (preflight.cpp).
+  static void inspect_module(std::uint32_t ordinal, std::span<const std::byte> image,
+                             sdk::ModuleInspection& out) {
+    cuda::inspect_module(ordinal, image, out);
   }
 };
 

@@ -359,4 +359,6 @@ void HipDevice::vendor_launch(std::uint64_t function, gpuplug_dim3_t grid, gpupl
   }
 }
 
+std::string device_arch(const DriverApi& hip, int ordinal) { return arch_name(hip, ordinal); }
+
 }  // namespace gpuplug::hip

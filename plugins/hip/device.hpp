@@ -19,6 +19,9 @@ namespace gpuplug::hip {
 /// CUs, managed memory. The free-memory query needs the device current, so it is made current on
 /// the calling thread for the call and the thread's previous device restored. Throws sdk::Failure.
 void describe(const DriverApi& hip, int ordinal, gpuplug_device_info_t& out);
+/// The device's gcnArchName ("gfx942:sramecc+:xnack-"), "" when the runtime's answer does not
+/// look like one. Throws sdk::Failure on a runtime error. (Kernel preflight, inspect.cpp.)
+std::string device_arch(const DriverApi& hip, int ordinal);
 
 /// One device with its own streams, modules and ledger (the SDK's); this class is only the calls
 /// into the runtime. Device addresses the ledger and the module globals do not know are accepted

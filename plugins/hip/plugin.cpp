@@ -9,6 +9,7 @@
 #include "device.hpp"
 #include "driver.hpp"
 #include "plugin_sdk.hpp"
+#include "preflight.hpp"
 
 namespace gpuplug::hip {
 
@@ -30,6 +31,11 @@ struct HipPlugin {
   }
   static std::unique_ptr<sdk::Device> create(const sdk::DeviceConfig& config) {
     return std::make_unique<HipDevice>(config, driver());
+  }
+  /// Kernel preflight (ABI 1.1): the bundle's code objects against the device (preflight.cpp).
+  static void inspect_module(std::uint32_t ordinal, std::span<const std::byte> image,
+                             sdk::ModuleInspection& out) {
+    hip::inspect_module(ordinal, image, out);
   }
 };
 

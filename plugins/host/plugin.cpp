@@ -9,6 +9,7 @@
 
 #include "device.hpp"
 #include "driver.hpp"
+#include "preflight.hpp"
 #include "plugin_sdk.hpp"
 
 namespace gpuplug::host {
@@ -31,6 +32,11 @@ struct HostPlugin {
   }
   static std::unique_ptr<sdk::Device> create(const sdk::DeviceConfig& config) {
     return std::make_unique<HostDevice>(config);
+  }
+  /// Kernel preflight (ABI 1.1): the module's ELF against this machine (inspect.cpp).
+  static void inspect_module(std::uint32_t /*ordinal: 0*/, std::span<const std::byte> image,
+                             sdk::ModuleInspection& out) {
+    host::inspect_module(image, out);
   }
 };
 

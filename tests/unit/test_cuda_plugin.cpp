@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -256,4 +257,41 @@ BOOST_AUTO_TEST_CASE(e4m3_cast_is_bit_identical_to_the_shared_header, *needs_dev
 
 BOOST_AUTO_TEST_CASE(streams_memset_async_copies_and_managed_memory, *needs_device()) {
   check_streams_and_managed_memory();
+}
+
+// Kernel preflight (issue 16) through the plugin's slot. With a device (a GPU, or the fake
+// driver's "device" mode: compute capability 9.0) the driver's compute capability picks the
+// target of the built gemm fatbin; without one, the slot says why with the probe's reason.
+BOOST_AUTO_TEST_CASE(inspect_module_asks_the_driver_for_the_compute_capability) {
+  std::string why;
+  const auto image = gpuplug::support::read_file(
+      std::string(GPUPLUG_TEST_KERNEL_DIR) + "/cuda/gemm.fatbin", why);
+  BOOST_TEST_REQUIRE(image.has_value(), why);
+  BOOST_TEST_REQUIRE(table().inspect_module != nullptr);
+  auto out = std::make_unique<gpuplug_module_inspection_t>();
+  out->struct_size = sizeof *out;
+  const gpuplug_status_t status =
+      table().inspect_module(0, image->data(), image->size(), out.get());
+  const gpuplug_probe_result_t p = probe();
+  if (p.reason != GPUPLUG_PROBE_AVAILABLE) {
+    BOOST_TEST(status == GPUPLUG_STATUS_UNAVAILABLE);
+    BOOST_TEST(contains(out->reason, p.message), out->reason << " vs " << p.message);
+    return;
+  }
+  BOOST_TEST_REQUIRE(status == GPUPLUG_STATUS_SUCCESS, out->reason);
+  gpuplug_device_info_t info{};
+  info.struct_size = sizeof info;
+  BOOST_TEST_REQUIRE(table().describe_device(0, &info) == GPUPLUG_STATUS_SUCCESS);
+  const std::string arch = info.arch;  // "sm_90"
+  BOOST_TEST_MESSAGE(arch << ": " << out->target);
+  if (arch == "sm_90" || arch == "sm_80") {
+    BOOST_TEST(std::string(out->target) == arch + " (SASS)");
+  } else {
+    BOOST_TEST(out->target[0] != '\0');  // any newer GPU: SASS of its major, or the PTX
+  }
+  BOOST_TEST(out->loadable == 1);
+  BOOST_TEST(std::string(out->functions) == "gemm_a_e4m3\ngemm_f32");
+  BOOST_TEST(contains(out->symbols, "gemm_f32_n_tile=64"), out->symbols);
+  const std::string mode = std::getenv("GPUPLUG_FAKE_CUDA") ? std::getenv("GPUPLUG_FAKE_CUDA") : "";
+  if (mode == "device") BOOST_TEST(std::string(out->target) == "sm_90 (SASS)");
 }

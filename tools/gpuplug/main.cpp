@@ -12,6 +12,7 @@
 #include <gpuplug/support/escape.hpp>
 
 #include "check.hpp"
+#include "modules.hpp"
 
 namespace {
 
@@ -63,6 +64,8 @@ void print_usage(std::ostream& os) {
         "  list [--json]   every candidate plugin: path, version, ABI, status, reason, devices\n"
         "  check [--backend SEL | --plugin FILE]\n"
         "                  the conformance suite against one backend (see 'gpuplug check --help')\n"
+        "  modules [--backend SEL] [--modules DIR] [--json]\n"
+        "                  kernel preflight: which target of each module loads on each device\n"
         "\n"
         "options:\n"
         "  --version       print the gpuplug and plugin ABI versions\n"
@@ -261,8 +264,9 @@ struct Command {
 };
 
 // New commands (e.g. `check`) are one line here.
-constexpr std::array<Command, 2> commands{{
+constexpr std::array<Command, 3> commands{{
     {"list", &cmd_list}, {"check", &run_check},  // tools/gpuplug/check.cpp
+    {"modules", &run_modules},                    // tools/gpuplug/modules.cpp
 }};
 
 }  // namespace

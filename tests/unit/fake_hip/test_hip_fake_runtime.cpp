@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -322,4 +323,35 @@ BOOST_AUTO_TEST_CASE(selectors_name_fake_devices_by_pci_and_uuid, *full_fake()) 
                               "1 (uuid GPU-fedcba9876543210, pci 0001:02:00.0))"),
                what);
   }
+}
+
+// Kernel preflight (issue 16) through the plugin's slot: each fake device's gcnArchName, read
+// from the runtime, picks its own code object of the built gemm bundle; no module is loaded.
+BOOST_AUTO_TEST_CASE(inspect_module_picks_each_device_s_code_object, *full_fake()) {
+  std::string why;
+  const auto image = gpuplug::support::read_file(
+      std::string(GPUPLUG_TEST_KERNEL_DIR) + "/hip/gemm.hsaco", why);
+  BOOST_TEST_REQUIRE(image.has_value(), why);
+  BOOST_TEST_REQUIRE(table().inspect_module != nullptr);
+  auto out = std::make_unique<gpuplug_module_inspection_t>();
+  const char* const expected[] = {"gfx90a:xnack-", "gfx1030"};  // device 0: xnack- (see the fake)
+  for (std::uint32_t ordinal = 0; ordinal < 2; ++ordinal) {
+    BOOST_TEST_CONTEXT("device " << ordinal) {
+      out->struct_size = sizeof *out;
+      BOOST_TEST_REQUIRE(table().inspect_module(ordinal, image->data(), image->size(), out.get()) ==
+                         GPUPLUG_STATUS_SUCCESS);
+      BOOST_TEST(out->loadable == 1);
+      BOOST_TEST(std::string(out->target) == expected[ordinal]);
+      BOOST_TEST(std::string(out->format) == "offload bundle");
+      BOOST_TEST(std::string(out->functions) == "gemm_a_e4m3\ngemm_f32");
+      BOOST_TEST(contains(out->symbols, "gemm_f32_n_tile=64"), out->symbols);
+    }
+  }
+  out->struct_size = sizeof *out;
+  BOOST_TEST(table().inspect_module(2, image->data(), image->size(), out.get()) ==
+             GPUPLUG_STATUS_UNAVAILABLE);
+  BOOST_TEST(out->reason[0] != '\0');
+  BOOST_TEST(table().inspect_module(0, image->data(), 100, out.get()) ==
+             GPUPLUG_STATUS_INVALID_IMAGE);
+  BOOST_TEST(contains(out->reason, "malformed clang offload bundle"), out->reason);
 }

@@ -1,0 +1,358 @@
+// SPDX-License-Identifier: Apache-2.0
+// `gpuplug modules [--backend SEL] [--modules DIR]... [--json]`: for each kernel module file in a
+// plugin's modules folders and each of its devices, which target loads (or why none does) and
+// the kernels with their published n_tile / a_e4m3. The check a host application runs before
+// shipping a kernel to a machine it has not seen.
+#include "modules.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <gpuplug/gpuplug.hpp>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <gpuplug/support/escape.hpp>
+#include <gpuplug/support/regular_file.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+using gpuplug::support::escape_text;
+using gpuplug::support::json_string;
+
+constexpr int exit_usage = 2;
+// A module larger than this is not read (the limit load_module_file applies to files too).
+constexpr std::uint64_t max_module_bytes = std::uint64_t{1} << 30;
+
+/// `"key": "value"`, plus `"key_bytes": "<hex>"` when the value is not UTF-8 (as `gpuplug list
+/// --json` does: json_string replaced the bad bytes, the hex keeps them).
+std::string json_member(std::string_view key, std::string_view value) {
+  std::string out = json_string(key) + ": " + json_string(value);
+  if (!gpuplug::support::is_valid_utf8(value))
+    out += ", " + json_string(std::string(key) + "_bytes") + ": " +
+           json_string(gpuplug::support::hex_bytes(value));
+  return out;
+}
+
+std::string json_list(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + json_string(items[i]);
+  return out + "]";
+}
+
+std::string optional_number(std::optional<std::uint32_t> v) {
+  return v ? std::to_string(*v) : std::string("null");
+}
+
+/// One module file for one device: the inspection, or the error that stopped it.
+struct DeviceResult {
+  std::uint32_t ordinal = 0;
+  std::optional<gpuplug::ModuleInspection> inspection;
+  std::string error_status;  // "invalid_image"; "" when inspected
+  std::string error;
+};
+
+struct ModuleFile {
+  fs::path path;
+  std::string read_error;  // "" when read
+  std::vector<DeviceResult> devices;
+};
+
+struct PluginModules {
+  const gpuplug::PluginInfo* plugin = nullptr;
+  std::vector<std::uint32_t> ordinals;  // the devices asked for
+  std::vector<fs::path> folders;
+  std::vector<std::string> folder_notes;  // "no such folder" for the plugin's default folder
+  std::vector<ModuleFile> files;
+};
+
+/// The regular files of `dir`, sorted by name; nullopt with `why` when it cannot be listed.
+std::optional<std::vector<fs::path>> module_files(const fs::path& dir, std::string& why) {
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec) {
+    why = ec.message();
+    return std::nullopt;
+  }
+  std::vector<fs::path> out;
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    std::error_code type_ec;
+    if (it->is_regular_file(type_ec)) out.push_back(it->path());
+  }
+  if (ec) {
+    why = ec.message();
+    return std::nullopt;
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void inspect_file(const gpuplug::PluginRegistry& registry, PluginModules& pm, ModuleFile& mf) {
+  std::string why;
+  auto file = gpuplug::support::RegularFile::open(mf.path, why);
+  std::optional<std::vector<std::byte>> bytes;
+  if (file) bytes = file->read_all(max_module_bytes, why);
+  if (!bytes) {
+    mf.read_error = why;
+    return;
+  }
+  for (const std::uint32_t ordinal : pm.ordinals) {
+    DeviceResult r;
+    r.ordinal = ordinal;
+    try {
+      r.inspection = registry.inspect_module(pm.plugin->name, ordinal, *bytes);
+    } catch (const gpuplug::Error& e) {
+      r.error_status = gpuplug::to_string(e.status());
+      r.error = e.message();
+    }
+    mf.devices.push_back(std::move(r));
+  }
+}
+
+/// "n_tile=64 a_e4m3=1": what `function` publishes through `<function>_n_tile` / `_a_e4m3`.
+std::string published_text(const gpuplug::ModuleInspection& m, const std::string& function) {
+  std::string out;
+  if (auto v = m.value_of(function + "_n_tile")) out += " n_tile=" + std::to_string(*v);
+  if (auto v = m.value_of(function + "_a_e4m3")) out += " a_e4m3=" + std::to_string(*v);
+  return out;
+}
+
+void print_text(const std::vector<PluginModules>& all) {
+  for (const PluginModules& pm : all) {
+    const gpuplug::PluginInfo& p = *pm.plugin;
+    std::cout << "[" << escape_text(p.name) << "] " << gpuplug::to_string(p.state);
+    if (p.reason != gpuplug::PluginReason::none) std::cout << " (" << gpuplug::to_string(p.reason) << ")";
+    std::cout << "\n";
+    if (p.state != gpuplug::PluginState::available && !p.message.empty())
+      std::cout << "  reason:  " << escape_text(p.message) << "\n";
+    for (const fs::path& f : pm.folders) std::cout << "  modules: " << escape_text(f.string()) << "\n";
+    for (const std::string& note : pm.folder_notes) std::cout << "  note:    " << escape_text(note) << "\n";
+    if (pm.files.empty()) std::cout << "  no module files\n";
+    if (pm.ordinals.empty() && !pm.files.empty())
+      std::cout << "  not inspected: the " << escape_text(p.name)
+                << " plugin has no usable device here (see its reason)\n";
+    for (const ModuleFile& mf : pm.files) {
+      std::cout << "  " << escape_text(mf.path.filename().string()) << "\n";
+      if (!mf.read_error.empty()) {
+        std::cout << "    cannot read: " << escape_text(mf.read_error) << "\n";
+        continue;
+      }
+      for (const DeviceResult& r : mf.devices) {
+        std::cout << "    device " << r.ordinal << ": ";
+        if (!r.inspection) {
+          std::cout << "error (" << r.error_status << "): " << escape_text(r.error) << "\n";
+          continue;
+        }
+        const gpuplug::ModuleInspection& m = *r.inspection;
+        std::vector<std::string> targets;
+        for (const auto& t : m.targets) targets.push_back(escape_text(t));
+        std::string all_targets;
+        for (const auto& t : targets) all_targets += (all_targets.empty() ? "" : " ") + t;
+        if (m.loadable)
+          std::cout << "loads " << escape_text(m.target);
+        else
+          std::cout << "does not load: " << escape_text(m.reason);
+        std::cout << " [" << escape_text(m.format) << "; targets: "
+                  << (all_targets.empty() ? "-" : all_targets) << "]\n";
+        for (const std::string& f : m.functions)
+          std::cout << "      " << escape_text(f) << published_text(m, f) << "\n";
+        if (m.truncated) std::cout << "      ... (the plugin cut the list short)\n";
+      }
+    }
+    std::cout << "\n";
+  }
+}
+
+void print_json(const std::vector<PluginModules>& all) {
+  std::string out = "{\n  \"plugins\": [";
+  bool first_plugin = true;
+  for (const PluginModules& pm : all) {
+    const gpuplug::PluginInfo& p = *pm.plugin;
+    out += first_plugin ? "\n" : ",\n";
+    first_plugin = false;
+    out += "    {" + json_member("name", p.name) +
+           ", \"state\": " + json_string(gpuplug::to_string(p.state)) +
+           ", \"reason\": " + json_string(gpuplug::to_string(p.reason)) + ", " +
+           json_member("message", p.message) + ",\n     \"folders\": [";
+    for (std::size_t i = 0; i < pm.folders.size(); ++i)
+      out += (i ? ", " : "") + json_string(pm.folders[i].string());
+    out += "], \"notes\": " + json_list(pm.folder_notes) + ",\n     \"modules\": [";
+    bool first_file = true;
+    for (const ModuleFile& mf : pm.files) {
+      out += first_file ? "\n" : ",\n";
+      first_file = false;
+      out += "      {" + json_member("file", mf.path.filename().string()) + ", " +
+             json_member("path", mf.path.string());
+      if (!mf.read_error.empty()) out += ", " + json_member("read_error", mf.read_error);
+      out += ", \"devices\": [";
+      bool first_device = true;
+      for (const DeviceResult& r : mf.devices) {
+        out += first_device ? "\n" : ",\n";
+        first_device = false;
+        out += "        {\"ordinal\": " + std::to_string(r.ordinal);
+        if (!r.inspection) {
+          out += ", \"error\": {\"status\": " + json_string(r.error_status) + ", " +
+                 json_member("message", r.error) + "}}";
+          continue;
+        }
+        const gpuplug::ModuleInspection& m = *r.inspection;
+        out += ", \"loadable\": " + std::string(m.loadable ? "true" : "false") + ", " +
+               json_member("format", m.format) + ", " + json_member("target", m.target) + ", " +
+               json_member("reason", m.reason) + ", \"targets\": " + json_list(m.targets) +
+               ", \"truncated\": " + (m.truncated ? "true" : "false") + ",\n         \"functions\": [";
+        for (std::size_t i = 0; i < m.functions.size(); ++i) {
+          const std::string& f = m.functions[i];
+          out += std::string(i ? ", " : "") + "{" + json_member("name", f) +
+                 ", \"n_tile\": " + optional_number(m.value_of(f + "_n_tile")) +
+                 ", \"a_e4m3\": " + optional_number(m.value_of(f + "_a_e4m3")) + "}";
+        }
+        out += "],\n         \"symbols\": [";
+        for (std::size_t i = 0; i < m.symbols.size(); ++i)
+          out += std::string(i ? ", " : "") + "{" + json_member("name", m.symbols[i].name) +
+                 ", \"value\": " + optional_number(m.symbols[i].value) + "}";
+        out += "]}";
+      }
+      out += first_device ? "]}" : "\n      ]}";
+    }
+    out += first_file ? "]}" : "\n     ]}";
+  }
+  out += first_plugin ? "]\n}\n" : "\n  ]\n}\n";
+  std::cout << out;
+}
+
+int usage(const std::string& message) {
+  std::cerr << "gpuplug modules: " << message << "\n(run 'gpuplug modules --help' for usage)\n";
+  return exit_usage;
+}
+
+void print_help() {
+  std::cout
+      << "usage: gpuplug modules [--backend SEL] [--modules DIR]... [--json]\n"
+         "\n"
+         "Kernel-binary preflight: for each module file in a plugin's modules folders\n"
+         "(<plugin folder>/../kernels/<plugin>, then each --modules DIR) and each device,\n"
+         "which of the module's targets would load there (sm_90 SASS, compute_90 PTX to JIT,\n"
+         "gfx942, x86_64) or why none would, and its kernels with their published n_tile /\n"
+         "a_e4m3 (the <kernel>_n_tile / <kernel>_a_e4m3 globals). Nothing is loaded.\n"
+         "\n"
+         "  --backend SEL  plugins and devices to ask: \"host\", \"cuda:1\", \"cuda,hip\"\n"
+         "                 (default: every plugin discovery found usable or unavailable)\n"
+         "  --modules DIR  another folder of module files (repeatable)\n"
+         "  --json         one JSON document (strings escaped as in 'gpuplug list --json')\n"
+         "\n"
+         "A plugin that cannot be used here (e.g. the cuda plugin without a driver) is listed\n"
+         "with its reason. Exit status: 0 listed (whether or not the modules load), 1 a named\n"
+         "plugin or folder could not be used, 2 usage error.\n";
+}
+
+}  // namespace
+
+int run_modules(std::span<const std::string_view> args) {
+  std::optional<std::string> selector;
+  std::vector<fs::path> extra;
+  bool json = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    if (a == "--json") {
+      json = true;
+    } else if (a == "--help" || a == "-h") {
+      print_help();
+      return 0;
+    } else if (a == "--backend" || a == "--modules") {
+      if (i + 1 >= args.size()) return usage("option '" + std::string(a) + "' needs a value");
+      const std::string value(args[++i]);
+      if (a == "--backend")
+        selector = value;
+      else
+        extra.emplace_back(value);
+    } else {
+      return usage("unknown option '" + std::string(a) + "'");
+    }
+  }
+  for (const fs::path& dir : extra) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) {
+      std::cerr << "gpuplug modules: --modules '" << escape_text(dir.string())
+                << "': " << (ec ? ec.message() : std::string("not a folder")) << "\n";
+      return 1;
+    }
+  }
+  std::vector<gpuplug::SelectorItem> items;
+  if (selector) {
+    try {
+      items = gpuplug::parse_selector(*selector);
+    } catch (const gpuplug::Error& e) {
+      return usage(e.message());
+    }
+  }
+
+  gpuplug::PluginRegistry registry;
+  registry.discover();
+  const std::vector<gpuplug::PluginInfo> plugins = registry.plugins();
+  const auto usable = [](const gpuplug::PluginInfo& p) {
+    return p.state != gpuplug::PluginState::failed;
+  };
+  std::vector<PluginModules> chosen;
+  const auto add = [&](const gpuplug::PluginInfo& p, std::optional<std::uint32_t> ordinal) {
+    PluginModules pm;
+    pm.plugin = &p;
+    for (const gpuplug::DeviceInfo& d : p.devices)
+      if (!ordinal || *ordinal == d.ordinal) pm.ordinals.push_back(d.ordinal);
+    chosen.push_back(std::move(pm));
+  };
+  if (items.empty() || (items.size() == 1 && items[0].name == "auto")) {
+    for (const auto& p : plugins)
+      if (usable(p)) add(p, std::nullopt);
+  } else {
+    for (const gpuplug::SelectorItem& item : items) {
+      const auto it = std::find_if(plugins.begin(), plugins.end(), [&](const auto& p) {
+        return p.name == item.name && p.reason != gpuplug::PluginReason::duplicate_name;
+      });
+      if (it == plugins.end()) {
+        std::cerr << "gpuplug modules: --backend '" << escape_text(*selector) << "': no plugin named '"
+                  << escape_text(item.name) << "' was found (run 'gpuplug list')\n";
+        return 1;
+      }
+      if (item.ordinal && it->state == gpuplug::PluginState::available &&
+          *item.ordinal >= it->devices.size()) {
+        std::cerr << "gpuplug modules: --backend '" << escape_text(*selector) << "': the "
+                  << escape_text(it->name) << " plugin has no device " << *item.ordinal
+                  << " (it has " << it->devices.size() << ")\n";
+        return 1;
+      }
+      add(*it, item.ordinal);
+    }
+  }
+  for (PluginModules& pm : chosen) {
+    const fs::path own =
+        (pm.plugin->path.parent_path() / ".." / "kernels" / pm.plugin->name).lexically_normal();
+    std::error_code ec;
+    if (fs::is_directory(own, ec))
+      pm.folders.push_back(own);
+    else
+      pm.folder_notes.push_back("no modules folder at " + own.string());
+    pm.folders.insert(pm.folders.end(), extra.begin(), extra.end());
+    for (const fs::path& dir : pm.folders) {
+      std::string why;
+      auto files = module_files(dir, why);
+      if (!files) {
+        pm.folder_notes.push_back("cannot list " + dir.string() + ": " + why);
+        continue;
+      }
+      for (fs::path& f : *files) {
+        ModuleFile mf;
+        mf.path = std::move(f);
+        inspect_file(registry, pm, mf);
+        pm.files.push_back(std::move(mf));
+      }
+    }
+  }
+  if (json)
+    print_json(chosen);
+  else
+    print_text(chosen);
+  return 0;
+}
