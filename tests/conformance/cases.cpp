@@ -165,7 +165,8 @@ std::span<const Case> all_cases() {
     std::vector<Case> all;
     for (auto area :
          {detail::memory_cases, detail::module_cases, detail::opcache_cases,
-          detail::concurrency_cases, detail::differential_cases, detail::lifecycle_cases}) {
+          detail::concurrency_cases, detail::differential_cases, detail::lifecycle_cases,
+          detail::event_cases}) {
       const auto list = area();
       all.insert(all.end(), list.begin(), list.end());
     }

@@ -14,7 +14,8 @@ add_library(gpuplug_conformance SHARED
   ${_conf}/opcache_cases.cpp
   ${_conf}/concurrency_cases.cpp
   ${_conf}/differential_cases.cpp
-  ${_conf}/lifecycle_cases.cpp)
+  ${_conf}/lifecycle_cases.cpp
+  ${_conf}/events_cases.cpp)
 add_library(gpuplug::conformance ALIAS gpuplug_conformance)
 target_include_directories(gpuplug_conformance
   PUBLIC $<BUILD_INTERFACE:${_conf}>
