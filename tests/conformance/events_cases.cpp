@@ -84,6 +84,31 @@ struct LongKernel {
   }
 };
 
+/// Queued work that takes a while on any backend: `copies` device-to-device copies back and forth
+/// between two scratch buffers on `stream`. On the host executor a launch returns when it is
+/// done, queued copies do not, so this is what keeps a stream busy there; on a GPU it adds to
+/// the kernel. A read on another stream that does not wait for it lands before it ends.
+/// Big enough that 4 copies outlast the reading stream's start by far (measured on the host
+/// executor: with 4 x 32 MiB a reader without the wait still lost the race at times, with
+/// 4 x 64 MiB it never did), small enough for any device.
+constexpr std::size_t kBusyBytes = std::size_t{64} << 20;
+
+struct BusyChain {
+  DeviceBuffer a, b;
+  BusyChain(GpuBackend& gpu, std::size_t bytes) : a(gpu, bytes), b(gpu, bytes) {
+    gpu.memset(a.ptr(), 0, bytes);
+    gpu.memset(b.ptr(), 0, bytes);
+  }
+  void queue(GpuBackend& gpu, Stream stream, int copies) {
+    for (int i = 0; i < copies; ++i) {
+      if (i % 2 == 0)
+        gpu.copy_d2d_async(b.ptr(), a.ptr(), a.bytes(), stream);
+      else
+        gpu.copy_d2d_async(a.ptr(), b.ptr(), a.bytes(), stream);
+    }
+  }
+};
+
 std::vector<float> iota_floats(std::size_t n, float start) {
   std::vector<float> v(n);
   std::iota(v.begin(), v.end(), start);
@@ -113,30 +138,35 @@ void events_cross_stream_ordering(Context& ctx) {
   gpu.memset(copy.ptr(), 0, n * sizeof(float));
   gpu.synchronize();
 
-  // Stream A: the long kernel, then y = y0 (async upload) and y = 2*x + y, then z = z0 (a
-  // queued async upload: on the host executor launches return when done, copies do not).
-  const std::vector<float> z0 = iota_floats(n, 5.0f);
-  DeviceBuffer dz(gpu, n * sizeof(float));
+  // Stream A: the long kernel, y = y0 (async upload) and y = 2*x + y, then a chain of queued
+  // copies, and last w = 0x3F bytes. Then the record.
+  DeviceBuffer dw(gpu, n * sizeof(float));
+  gpu.memset(dw.ptr(), 0, n * sizeof(float));
+  BusyChain busy(gpu, kBusyBytes);
+  gpu.synchronize();
   kernel.launch(gpu, a.get());
   gpu.copy_h2d_async(dy.ptr(), y0.data(), n * sizeof(float), a.get());
   launch_axpy(gpu, static_cast<std::uint32_t>(n), 2.0f, dx.ptr(), dy.ptr(), a.get());
-  gpu.copy_h2d_async(dz.ptr(), z0.data(), n * sizeof(float), a.get());
+  busy.queue(gpu, a.get(), 4);
+  gpu.memset(dw.ptr(), 0x3F, n * sizeof(float), a.get());
   gpu.record(e.get(), a.get());
-  // Stream B: waits for the event, then reads A's results.
+  // Stream B: waits for the event, then reads A's results (w first: the last thing A wrote).
   gpu.wait(b.get(), e.get());
+  std::vector<std::uint8_t> out_w(n * sizeof(float), 0);
+  gpu.copy_d2h_async(out_w.data(), dw.ptr(), out_w.size(), b.get());
   gpu.copy_d2d_async(copy.ptr(), dy.ptr(), n * sizeof(float), b.get());
-  std::vector<float> out(n, -1.0f), out_z(n, -1.0f);
+  std::vector<float> out(n, -1.0f);
   gpu.copy_d2h_async(out.data(), copy.ptr(), n * sizeof(float), b.get());
-  gpu.copy_d2h_async(out_z.data(), dz.ptr(), n * sizeof(float), b.get());
   gpu.synchronize(b.get());
+  gpu.synchronize();  // A too, before any check can throw and free buffers it still uses
+  const auto stale = std::count_if(out_w.begin(), out_w.end(), [](std::uint8_t v) { return v != 0x3F; });
+  GPUPLUG_CHECK_MSG(stale == 0, "stream B read " << stale << " bytes of w before A's memset landed: "
+                                                 "the wait did not order B after A");
   for (std::size_t i = 0; i < n; ++i) {
     const float want = 2.0f * x[i] + y0[i];  // small integers: exact
     GPUPLUG_CHECK_MSG(out[i] == want, "stream B read y = " << out[i] << " at " << i
                                                            << ", A wrote " << want
                                                            << ": the wait did not order B after A");
-    GPUPLUG_CHECK_MSG(out_z[i] == z0[i], "stream B read z = " << out_z[i] << " at " << i
-                                                              << ", A uploaded " << z0[i]
-                                                              << ": the wait did not order B");
   }
   gpu.synchronize(a.get());
 }
@@ -227,7 +257,9 @@ void events_destroy_recorded_not_waited(Context& ctx) {
   GPUPLUG_CHECK_MSG(d.download<float>(n) == host, "the copy before a destroyed event was lost");
   // A wait queued before the destroy still orders its stream.
   ScopedEvent e2(gpu);
+  BusyChain busy(gpu, kBusyBytes);
   kernel.launch(gpu, s.get());
+  busy.queue(gpu, s.get(), 4);
   gpu.memset(d.ptr(), 0x3F, n * sizeof(float), s.get());
   gpu.record(e2.get(), s.get());
   gpu.wait(other.get(), e2.get());
@@ -235,6 +267,7 @@ void events_destroy_recorded_not_waited(Context& ctx) {
   std::vector<std::uint8_t> out(n * sizeof(float));
   gpu.copy_d2h_async(out.data(), d.ptr(), out.size(), other.get());
   gpu.synchronize(other.get());
+  gpu.synchronize();  // s too, before a check can throw and free buffers it still uses
   GPUPLUG_CHECK_MSG(std::all_of(out.begin(), out.end(), [](std::uint8_t v) { return v == 0x3F; }),
                     "a wait on an event destroyed after the wait did not order the stream");
   gpu.synchronize(s.get());
@@ -258,9 +291,11 @@ void events_eight_threads(Context& ctx) {
         ScopedStream a(gpu), b(gpu);
         ScopedEvent own(gpu, gpu.create_event());
         DeviceBuffer d(gpu, n);
+        BusyChain busy(gpu, 256 * 1024);
         std::vector<std::uint8_t> out(n);
         for (int r = 0; r < rounds; ++r) {
           const auto value = static_cast<std::uint8_t>(t * 16 + r);
+          busy.queue(gpu, a.get(), 2);
           gpu.memset(d.ptr(), value, n, a.get());
           gpu.record(own.get(), a.get());
           gpu.record(shared.get(), a.get());

@@ -284,6 +284,7 @@ BOOST_AUTO_TEST_CASE(destroy_sweeps_what_was_left_on_the_right_device, *full_fak
 // them, events left open destroyed with the backend.
 BOOST_AUTO_TEST_CASE(events_run_on_the_device_and_bad_handles_never_reach_the_runtime,
                      *full_fake()) {
+  BOOST_TEST_REQUIRE(probe().reason == GPUPLUG_PROBE_AVAILABLE);  // the plugin has loaded the fake
   void* fake = dlopen("libamdhip64.so", RTLD_NOW | RTLD_NOLOAD);
   BOOST_TEST_REQUIRE(fake != nullptr);
   const auto calls =
