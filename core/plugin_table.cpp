@@ -150,9 +150,9 @@ gpuplug_status_t default_load_module_file(const PluginBackend& b, const char* na
           ? "ABI " + abi_version_text(t.abi_version) + ": its " + std::to_string(t.struct_size) +
                 "-byte table ends before the event slots of ABI 1.1"
           : "ABI " + abi_version_text(t.abi_version) + ": its event slots are not all set";
-  throw Error(Status::unsupported, std::string(b.name()), operation,
-              "events are not supported by the " + std::string(b.plugin_name()) + " plugin (" +
-                  why + ")");
+  throw Error(
+      Status::unsupported, std::string(b.name()), operation,
+      "events are not supported by the " + std::string(b.plugin_name()) + " plugin (" + why + ")");
 }
 
 gpuplug_status_t default_event_create(const PluginBackend& b, std::uint64_t*) {

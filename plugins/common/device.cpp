@@ -8,14 +8,13 @@
 #include <thread>
 #include <unordered_map>
 
-#include "gpuplug/support/failures.hpp"
-#include "gpuplug/support/text.hpp"
 #include "events.hpp"
+#include "gpuplug/support/failures.hpp"
+#include "gpuplug/support/regular_file.hpp"
+#include "gpuplug/support/text.hpp"
 #include "ledger.hpp"
 #include "module_registry.hpp"
 #include "plugin_sdk.hpp"
-
-#include "gpuplug/support/regular_file.hpp"
 
 namespace gpuplug::sdk {
 

@@ -13,8 +13,7 @@ namespace gpuplug::sdk {
 void EventSet::fail_unknown(const char* op, std::uint64_t event) {
   fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
        std::string(op) + ": unknown event " + std::to_string(event) +
-           (event == 0 ? " (the null event)"
-                       : " (not created by this backend, or destroyed)"));
+           (event == 0 ? " (the null event)" : " (not created by this backend, or destroyed)"));
 }
 
 std::uint64_t EventSet::create(Device& device) {
@@ -87,9 +86,9 @@ void EventSet::destroy_all(Device& device) noexcept {
       device.vendor_event_destroy(event);
     } catch (...) {
       try {
-        device.log(GPUPLUG_LOG_WARNING, "destroy: event " + std::to_string(event) +
-                                            " failed to close: " +
-                                            support::describe_current_exception());
+        device.log(GPUPLUG_LOG_WARNING,
+                   "destroy: event " + std::to_string(event) +
+                       " failed to close: " + support::describe_current_exception());
       } catch (...) {  // no memory for the message: the event is gone either way
       }
     }

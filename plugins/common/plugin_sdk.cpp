@@ -6,11 +6,11 @@
 #include <cstring>
 #include <new>
 
+#include "events.hpp"
 #include "gpuplug/support/c_string.hpp"
 #include "gpuplug/support/escape.hpp"
 #include "gpuplug/support/failures.hpp"
 #include "gpuplug/support/text.hpp"
-#include "events.hpp"
 #include "ledger.hpp"
 #include "module_registry.hpp"
 
@@ -353,8 +353,7 @@ gpuplug_status_t slot_event_query(gpuplug_instance_t inst, std::uint64_t event,
 gpuplug_status_t slot_event_elapsed_ms(gpuplug_instance_t inst, std::uint64_t start,
                                        std::uint64_t end, float* ms) noexcept {
   return guarded(inst, "event_elapsed_ms", [&](Device& d) {
-    GPUPLUG_EXPECTS(ms != nullptr, GPUPLUG_STATUS_INVALID_ARGUMENT,
-                    "event_elapsed_ms: ms is null");
+    GPUPLUG_EXPECTS(ms != nullptr, GPUPLUG_STATUS_INVALID_ARGUMENT, "event_elapsed_ms: ms is null");
     EventSet& events = DeviceAccess::events(d);
     events.check_recorded("event_elapsed_ms (start)", start);
     events.check_recorded("event_elapsed_ms (end)", end);

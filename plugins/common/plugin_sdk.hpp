@@ -124,9 +124,10 @@ class Device {
   /// The streams this device created and has not destroyed (the SDK keeps the set).
   const StreamSet& streams() const noexcept { return streams_; }
   /// Synchronizes, unloads every module, sweeps the ledger (warning with count, bytes and top
-  /// call sites), destroys the streams still open, then the events still live, in that order. Called by `destroy` before
-  /// the object is deleted; derived destructors then release the vendor context (or call it
-  /// first themselves when their members must outlive it). Never throws; idempotent.
+  /// call sites), destroys the streams still open, then the events still live, in that order.
+  /// Called by `destroy` before the object is deleted; derived destructors then release the vendor
+  /// context (or call it first themselves when their members must outlive it). Never throws;
+  /// idempotent.
   void shutdown() noexcept;
 
   // ---- vendor hooks: memory. Throw Failure(OUT_OF_MEMORY, ...) when the vendor is out of memory.

@@ -55,16 +55,16 @@ namespace gpuplug::hip {
   X(module_launch_kernel, hipModuleLaunchKernel)
 
 // Entry points used when the runtime has them (null otherwise).
-#define GPUPLUG_HIP_OPTIONAL_ENTRY_POINTS(X)       \
-  X(device_get_uuid, hipDeviceGetUuid)             \
-  X(driver_get_version, hipDriverGetVersion)       \
-  X(mem_get_address_range, hipMemGetAddressRange)  \
-  X(event_create, hipEventCreate)                  \
-  X(event_destroy, hipEventDestroy)                \
-  X(event_record, hipEventRecord)                  \
-  X(event_synchronize, hipEventSynchronize)        \
-  X(event_query, hipEventQuery)                    \
-  X(event_elapsed_time, hipEventElapsedTime)       \
+#define GPUPLUG_HIP_OPTIONAL_ENTRY_POINTS(X)      \
+  X(device_get_uuid, hipDeviceGetUuid)            \
+  X(driver_get_version, hipDriverGetVersion)      \
+  X(mem_get_address_range, hipMemGetAddressRange) \
+  X(event_create, hipEventCreate)                 \
+  X(event_destroy, hipEventDestroy)               \
+  X(event_record, hipEventRecord)                 \
+  X(event_synchronize, hipEventSynchronize)       \
+  X(event_query, hipEventQuery)                   \
+  X(event_elapsed_time, hipEventElapsedTime)      \
   X(stream_wait_event, hipStreamWaitEvent)
 
 // hipMalloc and hipMallocManaged are overloaded in C++ (template helpers in the header), so their

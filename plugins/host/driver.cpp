@@ -6,14 +6,14 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <chrono>
-#include <utility>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
 #include <typeinfo>
+#include <utility>
 
 #include "failure.hpp"
 #include "gpuplug/support/escape.hpp"
@@ -501,18 +501,18 @@ std::shared_ptr<Executor::Capture> Executor::capture_of(std::uint64_t event, con
   std::lock_guard lock(events_mutex_);
   const auto it = events_.find(event);
   if (it == events_.end())
-    sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
-              std::string(op) + ": unknown event " + std::to_string(event) +
-                  " (never created on this device, or destroyed)");
+    sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT, std::string(op) + ": unknown event " +
+                                                   std::to_string(event) +
+                                                   " (never created on this device, or destroyed)");
   return it->second;
 }
 
 void Executor::destroy_event(std::uint64_t event) {
   std::lock_guard lock(events_mutex_);
   if (events_.erase(event) == 0)
-    sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
-              "event_destroy: unknown event " + std::to_string(event) +
-                  " (never created on this device, or destroyed)");
+    sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT, "event_destroy: unknown event " +
+                                                   std::to_string(event) +
+                                                   " (never created on this device, or destroyed)");
 }
 
 void Executor::record_event(std::uint64_t event, std::uint64_t stream) {
@@ -582,8 +582,8 @@ float Executor::elapsed_ms(std::uint64_t start, std::uint64_t end) {
       sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
                 "event_elapsed_ms: event " + std::to_string(id) + " was never recorded");
     if (!c->done.load(std::memory_order_acquire))
-      sdk::fail(GPUPLUG_STATUS_UNAVAILABLE, "event_elapsed_ms: event " + std::to_string(id) +
-                                                " has not completed (not ready)");
+      sdk::fail(GPUPLUG_STATUS_UNAVAILABLE,
+                "event_elapsed_ms: event " + std::to_string(id) + " has not completed (not ready)");
   }
   return std::chrono::duration<float, std::milli>(b->at - a->at).count();
 }

@@ -86,11 +86,11 @@ class WorkerPool {
 ///  - the next launch on that stream, which is then not run (its message says so);
 ///  - destroy_stream of that stream, which destroys the stream either way.
 /// Only the first failure of a stream is kept until it is reported; later ones (other blocks of
-/// that grid, later launches) are counted in its message. Once reported, the stream (and the device) work normally again: unlike CUDA's
-/// sticky context errors, one failed kernel does not poison the device, because the host
-/// executor's state is intact after an exception (the kernel's own data may not be).
-/// Copies and memsets never report kernel failures (they are not launches); the destructor
-/// waits without reporting.
+/// that grid, later launches) are counted in its message. Once reported, the stream (and the
+/// device) work normally again: unlike CUDA's sticky context errors, one failed kernel does not
+/// poison the device, because the host executor's state is intact after an exception (the kernel's
+/// own data may not be). Copies and memsets never report kernel failures (they are not launches);
+/// the destructor waits without reporting.
 ///
 /// Events (ABI 1.1) are stream-ordered markers. record(e, s) queues a mark behind the work
 /// queued on s so far (on an idle stream it completes at once); the mark's completion time
@@ -172,9 +172,9 @@ class Executor {
     std::mutex mutex;
     std::condition_variable completed;
     std::atomic<bool> done{false};
-    std::atomic<std::size_t> remaining{1};        // shares not yet drained (+1 while recording)
-    std::chrono::steady_clock::time_point at{};   // written before done (release)
-    std::vector<Stream*> parked;                  // guarded by mutex; streams waiting on it
+    std::atomic<std::size_t> remaining{1};       // shares not yet drained (+1 while recording)
+    std::chrono::steady_clock::time_point at{};  // written before done (release)
+    std::vector<Stream*> parked;                 // guarded by mutex; streams waiting on it
   };
   /// A kernel failure waiting to be reported: the first message, and how many blocks or
   /// launches failed after it before it was reported. `pending` mirrors !message.empty() so that the
@@ -234,8 +234,8 @@ class Executor {
   mutable std::mutex events_mutex_;
   // event -> its latest capture (null until recorded); guarded by events_mutex_
   std::map<std::uint64_t, std::shared_ptr<Capture>> events_;
-  std::uint64_t event_tag_;        // this executor's high bits of its event values
-  std::uint64_t next_event_ = 1;   // guarded by events_mutex_
+  std::uint64_t event_tag_;       // this executor's high bits of its event values
+  std::uint64_t next_event_ = 1;  // guarded by events_mutex_
 };
 
 /// `text` for a message when it comes from a module or a file (untrusted for length and

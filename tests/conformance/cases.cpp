@@ -163,10 +163,9 @@ void Context::finish() {
 std::span<const Case> all_cases() {
   static const std::vector<Case> cases = [] {
     std::vector<Case> all;
-    for (auto area :
-         {detail::memory_cases, detail::module_cases, detail::opcache_cases,
-          detail::concurrency_cases, detail::differential_cases, detail::lifecycle_cases,
-          detail::event_cases}) {
+    for (auto area : {detail::memory_cases, detail::module_cases, detail::opcache_cases,
+                      detail::concurrency_cases, detail::differential_cases,
+                      detail::lifecycle_cases, detail::event_cases}) {
       const auto list = area();
       all.insert(all.end(), list.begin(), list.end());
     }

@@ -123,7 +123,8 @@ void check_names(const Error& e, std::string_view operation, std::string_view ne
                     "the error does not name " << needle << ": " << e.what());
 }
 
-// ---- cases ---------------------------------------------------------------------------------------
+// ---- cases
+// ---------------------------------------------------------------------------------------
 
 void events_cross_stream_ordering(Context& ctx) {
   GpuBackend& gpu = ctx.backend();
@@ -159,13 +160,15 @@ void events_cross_stream_ordering(Context& ctx) {
   gpu.copy_d2h_async(out.data(), copy.ptr(), n * sizeof(float), b.get());
   gpu.synchronize(b.get());
   gpu.synchronize();  // A too, before any check can throw and free buffers it still uses
-  const auto stale = std::count_if(out_w.begin(), out_w.end(), [](std::uint8_t v) { return v != 0x3F; });
-  GPUPLUG_CHECK_MSG(stale == 0, "stream B read " << stale << " bytes of w before A's memset landed: "
-                                                 "the wait did not order B after A");
+  const auto stale =
+      std::count_if(out_w.begin(), out_w.end(), [](std::uint8_t v) { return v != 0x3F; });
+  GPUPLUG_CHECK_MSG(stale == 0, "stream B read " << stale
+                                                 << " bytes of w before A's memset landed: "
+                                                    "the wait did not order B after A");
   for (std::size_t i = 0; i < n; ++i) {
     const float want = 2.0f * x[i] + y0[i];  // small integers: exact
-    GPUPLUG_CHECK_MSG(out[i] == want, "stream B read y = " << out[i] << " at " << i
-                                                           << ", A wrote " << want
+    GPUPLUG_CHECK_MSG(out[i] == want, "stream B read y = " << out[i] << " at " << i << ", A wrote "
+                                                           << want
                                                            << ": the wait did not order B after A");
   }
   gpu.synchronize(a.get());
@@ -222,12 +225,12 @@ void events_elapsed_ms_positive_and_ordered(Context& ctx) {
   ctx.note("gemm 256^3: " + std::to_string(t01) + " ms, two: " + std::to_string(t02) + " ms");
   GPUPLUG_CHECK_MSG(t01 > 0.0f, "elapsed_ms(e0, e1) is " << t01 << " around a kernel");
   GPUPLUG_CHECK_MSG(t12 > 0.0f, "elapsed_ms(e1, e2) is " << t12 << " around a kernel");
-  GPUPLUG_CHECK_MSG(t02 >= t01 && t02 >= t12,
-                    "elapsed_ms not ordered: e0->e2 " << t02 << " vs e0->e1 " << t01
-                                                      << " and e1->e2 " << t12);
+  GPUPLUG_CHECK_MSG(t02 >= t01 && t02 >= t12, "elapsed_ms not ordered: e0->e2 "
+                                                  << t02 << " vs e0->e1 " << t01 << " and e1->e2 "
+                                                  << t12);
   // An event never recorded has no time: invalid_argument naming it.
-  const Error err = GPUPLUG_CHECK_THROWS(gpu.elapsed_ms(e0.get(), never.get()),
-                                         Status::invalid_argument);
+  const Error err =
+      GPUPLUG_CHECK_THROWS(gpu.elapsed_ms(e0.get(), never.get()), Status::invalid_argument);
   check_names(err, "elapsed_ms", std::to_string(never.get().value));
   gpu.synchronize(s.get());
 }
@@ -249,8 +252,8 @@ void events_destroy_recorded_not_waited(Context& ctx) {
     // Gone: every use is invalid_argument naming it, and destroying it again too.
     check_names(GPUPLUG_CHECK_THROWS(gpu.query(gone), Status::invalid_argument), "query",
                 std::to_string(gone.value));
-    check_names(GPUPLUG_CHECK_THROWS(gpu.destroy_event(gone), Status::invalid_argument),
-                "destroy", std::to_string(gone.value));
+    check_names(GPUPLUG_CHECK_THROWS(gpu.destroy_event(gone), Status::invalid_argument), "destroy",
+                std::to_string(gone.value));
   }
   // The work it was recorded after completes normally.
   gpu.synchronize(s.get());
@@ -336,21 +339,20 @@ void events_bad_input(Context& ctx) {
               "wait", f);
   check_names(GPUPLUG_CHECK_THROWS(gpu.synchronize(foreign.get()), Status::invalid_argument),
               "synchronize", f);
-  check_names(GPUPLUG_CHECK_THROWS(gpu.query(foreign.get()), Status::invalid_argument), "query",
-              f);
+  check_names(GPUPLUG_CHECK_THROWS(gpu.query(foreign.get()), Status::invalid_argument), "query", f);
   check_names(GPUPLUG_CHECK_THROWS(gpu.destroy_event(foreign.get()), Status::invalid_argument),
               "destroy", f);
   gpu.record(mine.get(), s.get());
-  check_names(GPUPLUG_CHECK_THROWS(gpu.elapsed_ms(mine.get(), foreign.get()),
-                                   Status::invalid_argument),
-              "elapsed_ms", f);
+  check_names(
+      GPUPLUG_CHECK_THROWS(gpu.elapsed_ms(mine.get(), foreign.get()), Status::invalid_argument),
+      "elapsed_ms", f);
   // The other backend still owns a working event.
   other->record(foreign.get(), Stream{});
   other->synchronize(foreign.get());
   // A value never created, and the null event.
   const Event never{0x5EEDF00Dull};
-  check_names(GPUPLUG_CHECK_THROWS(gpu.record(never, s.get()), Status::invalid_argument),
-              "record", std::to_string(never.value));
+  check_names(GPUPLUG_CHECK_THROWS(gpu.record(never, s.get()), Status::invalid_argument), "record",
+              std::to_string(never.value));
   check_names(GPUPLUG_CHECK_THROWS(gpu.query(Event{}), Status::invalid_argument), "query",
               "null event");
   // A destroyed event.
@@ -358,12 +360,12 @@ void events_bad_input(Context& ctx) {
   gpu.destroy_event(gone);
   check_names(GPUPLUG_CHECK_THROWS(gpu.wait(s.get(), gone), Status::invalid_argument), "wait",
               std::to_string(gone.value));
-  check_names(GPUPLUG_CHECK_THROWS(gpu.synchronize(gone), Status::invalid_argument),
-              "synchronize", std::to_string(gone.value));
+  check_names(GPUPLUG_CHECK_THROWS(gpu.synchronize(gone), Status::invalid_argument), "synchronize",
+              std::to_string(gone.value));
   // A good event on a stream that is not this backend's: the stream is named.
-  check_names(GPUPLUG_CHECK_THROWS(gpu.record(mine.get(), Stream{0xBADull}),
-                                   Status::invalid_argument),
-              "record", std::to_string(0xBAD));
+  check_names(
+      GPUPLUG_CHECK_THROWS(gpu.record(mine.get(), Stream{0xBADull}), Status::invalid_argument),
+      "record", std::to_string(0xBAD));
   // After all that, the backend's own event still works.
   gpu.record(mine.get(), s.get());
   gpu.synchronize(mine.get());

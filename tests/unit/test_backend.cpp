@@ -3,6 +3,7 @@
 // memset, streams, launches (axpy and gemm against a CPU reference), modules and errors.
 #define BOOST_TEST_MODULE backend
 #include <dlfcn.h>
+#include <elf.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,7 +11,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <elf.h>
 #include <functional>
 #include <gpuplug/gpuplug.hpp>
 #include <gpuplug/support/files.hpp>
@@ -392,7 +392,8 @@ BOOST_AUTO_TEST_CASE(a_plugin_without_the_slot_loads_module_files_as_bytes) {
            {"stream_wait_event", [&] { old->wait({}, gpuplug::Event{1}); }},
            {"event_synchronize", [&] { old->synchronize(gpuplug::Event{1}); }},
            {"event_query", [&] { (void)old->query(gpuplug::Event{1}); }},
-           {"event_elapsed_ms", [&] { (void)old->elapsed_ms(gpuplug::Event{1}, gpuplug::Event{2}); }},
+           {"event_elapsed_ms",
+            [&] { (void)old->elapsed_ms(gpuplug::Event{1}, gpuplug::Event{2}); }},
            {"event_destroy", [&] { old->destroy_event(gpuplug::Event{1}); }},
        }) {
     const Error unsupported = error_of(call);

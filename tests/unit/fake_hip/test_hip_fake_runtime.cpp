@@ -311,7 +311,8 @@ BOOST_AUTO_TEST_CASE(events_run_on_the_device_and_bad_handles_never_reach_the_ru
     dev.ok(dev.t.event_elapsed_ms(dev.inst, a, b, &ms), "event_elapsed_ms");
     BOOST_TEST(ms >= 0.0f);
     dev.ok(dev.t.free(dev.inst, buf), "free");
-  }).join();
+  })
+      .join();
   // Bad handles: refused naming the event and the operation; the runtime is not called.
   const std::size_t before = calls();
   BOOST_TEST(dev.t.event_record(dev.inst, foreign, stream) == GPUPLUG_STATUS_INVALID_ARGUMENT);
@@ -327,8 +328,7 @@ BOOST_AUTO_TEST_CASE(events_run_on_the_device_and_bad_handles_never_reach_the_ru
   BOOST_TEST(dev.t.event_destroy(dev.inst, a) == GPUPLUG_STATUS_INVALID_ARGUMENT);
   float ms = 0;
   BOOST_TEST(dev.t.event_elapsed_ms(dev.inst, b, a, &ms) == GPUPLUG_STATUS_INVALID_ARGUMENT);
-  BOOST_TEST(contains(dev.last_error(), "event_elapsed_ms (end): unknown event"),
-             dev.last_error());
+  BOOST_TEST(contains(dev.last_error(), "event_elapsed_ms (end): unknown event"), dev.last_error());
   BOOST_TEST(calls() == after_destroy);
   // b, the stream and the other instance's event are left open: destroy takes them.
 }
