@@ -297,6 +297,7 @@ std::uint64_t Executor::create_stream() {
   s->owner = this;
   std::unique_lock lock(streams_mutex_);
   const std::uint64_t id = next_stream_++;
+  s->id = id;
   streams_.emplace(id, std::move(s));
   return id;
 }
@@ -445,6 +446,10 @@ void Executor::drain(void* arg) noexcept {
       }
     }
     if (item.kind == Item::Kind::mark) {
+      {
+        std::lock_guard lock(s.mutex);
+        note_failure(*item.capture, s.fault, s.id);
+      }
       s.owner->complete(*item.capture);
       continue;
     }
@@ -466,6 +471,18 @@ void Executor::drain(void* arg) noexcept {
       continue;
     }
     run(item);
+  }
+}
+
+void Executor::note_failure(Capture& c, const Fault& fault, std::uint64_t stream) noexcept {
+  if (!fault.pending.load(std::memory_order_relaxed)) return;
+  try {
+    std::string text =
+        (stream == 0 ? std::string("the default stream") : "stream " + std::to_string(stream)) +
+        ": " + fault.message;
+    std::lock_guard lock(c.mutex);
+    if (c.failure.empty()) c.failure = std::move(text);
+  } catch (...) {  // no memory for the copy: the stream still reports the failure itself
   }
 }
 
@@ -521,9 +538,16 @@ void Executor::record_event(std::uint64_t event, std::uint64_t stream) {
   if (stream == 0) {
     // The legacy default stream: the capture covers the work queued on every stream so far.
     std::shared_lock streams_lock(streams_mutex_);
+    {
+      std::lock_guard lock(default_fault_mutex_);
+      note_failure(*c, default_fault_, 0);
+    }
     for (const auto& [id, s] : streams_) {
       std::lock_guard lock(s->mutex);
-      if (!s->active && s->queue.empty()) continue;
+      if (!s->active && s->queue.empty()) {
+        note_failure(*c, s->fault, id);
+        continue;
+      }
       c->remaining.fetch_add(1, std::memory_order_relaxed);
       try {
         s->queue.push_back(Item{Item::Kind::mark, nullptr, nullptr, 0, 0, nullptr, c});
@@ -540,6 +564,8 @@ void Executor::record_event(std::uint64_t event, std::uint64_t stream) {
     if (s->active || !s->queue.empty()) {
       c->remaining.fetch_add(1, std::memory_order_relaxed);
       s->queue.push_back(Item{Item::Kind::mark, nullptr, nullptr, 0, 0, nullptr, c});
+    } else {
+      note_failure(*c, s->fault, stream);
     }
   }
   {
@@ -565,8 +591,15 @@ void Executor::wait_event(std::uint64_t stream, std::uint64_t event) {
 void Executor::synchronize_event(std::uint64_t event) {
   std::shared_ptr<Capture> c = capture_of(event, "event_synchronize");
   if (c == nullptr) return;
-  std::unique_lock lock(c->mutex);
-  c->completed.wait(lock, [&] { return c->done.load(std::memory_order_acquire); });
+  std::string failure;
+  {
+    std::unique_lock lock(c->mutex);
+    c->completed.wait(lock, [&] { return c->done.load(std::memory_order_acquire); });
+    failure = c->failure;
+  }
+  if (!failure.empty())
+    sdk::fail(GPUPLUG_STATUS_LAUNCH_FAILED, "event_synchronize: a launch captured by event " +
+                                                std::to_string(event) + " failed: " + failure);
 }
 
 bool Executor::query_event(std::uint64_t event) {

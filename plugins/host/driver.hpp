@@ -85,6 +85,8 @@ class WorkerPool {
 ///  - synchronize, which reports (and clears) the pending failures of every stream at once;
 ///  - the next launch on that stream, which is then not run (its message says so);
 ///  - destroy_stream of that stream, which destroys the stream either way.
+/// (An event whose capture covered the failed launch also reports it from synchronize_event,
+/// without clearing it: see Events below.)
 /// Only the first failure of a stream is kept until it is reported; later ones (other blocks of
 /// that grid, later launches) are counted in its message. Once reported, the stream (and the
 /// device) work normally again: unlike CUDA's sticky context errors, one failed kernel does not
@@ -102,8 +104,9 @@ class WorkerPool {
 /// completes, as every other stream-0 operation of this executor blocks. A launch queued behind
 /// a wait waits for it (the launching thread waits its turn, as for any launch). Recording
 /// again replaces the capture; waits already queued keep the one they saw. Captures only ever
-/// cover work queued before them, so waits cannot form a cycle. Kernel failures stay pending on
-/// their stream (reported as above), not on the events recorded after them.
+/// cover work queued before them, so waits cannot form a cycle. A kernel failure pending on a
+/// stream when a capture of it completes is also reported by synchronize_event (LAUNCH_FAILED
+/// naming the event); it stays pending on the stream, which still reports it once as above.
 ///
 /// Thread-safety: every member may be called concurrently, except that a stream may not be
 /// used while (or after) it is being destroyed. Errors: sdk::Failure(INVALID_ARGUMENT) for an
@@ -175,6 +178,9 @@ class Executor {
     std::atomic<std::size_t> remaining{1};       // shares not yet drained (+1 while recording)
     std::chrono::steady_clock::time_point at{};  // written before done (release)
     std::vector<Stream*> parked;                 // guarded by mutex; streams waiting on it
+    // The first kernel failure pending on a covered stream when its share drained (guarded by
+    // mutex): what event_synchronize reports. The stream keeps it pending for its own report.
+    std::string failure;
   };
   /// A kernel failure waiting to be reported: the first message, and how many blocks or
   /// launches failed after it before it was reported. `pending` mirrors !message.empty() so that the
@@ -194,6 +200,7 @@ class Executor {
     std::deque<Item> queue;
     bool active = false;
     Executor* owner = nullptr;  // set at creation; drain completes captures through it
+    std::uint64_t id = 0;       // its ABI value, for messages
     Fault fault{mutex};  // guarded by mutex (except fault.pending)
   };
   struct Grid;
@@ -216,6 +223,9 @@ class Executor {
   static void drain(void* stream) noexcept;  // a pool job
   /// Drains one share of `c`; the last one stamps the time and resumes the parked streams.
   void complete(Capture& c) noexcept;
+  /// Copies the failure pending on `fault`, stream `stream`'s (0: the default stream's), into
+  /// `c` unless it holds one; caller holds fault.mutex. Allocates only when one is pending.
+  static void note_failure(Capture& c, const Fault& fault, std::uint64_t stream) noexcept;
   /// The event's current capture (null: never recorded); Failure(INVALID_ARGUMENT) when unknown.
   std::shared_ptr<Capture> capture_of(std::uint64_t event, const char* op) const;
   static void run(const Item& item) noexcept;
