@@ -182,6 +182,60 @@ void PluginBackend::synchronize(Stream stream) {
 
 void PluginBackend::synchronize() { check(table_.synchronize(instance_), "synchronize"); }
 
+// ---- events (ABI 1.1; the defaults of a plugin without them throw Error(unsupported)) ----------
+// The plugin names a foreign, destroyed or never-created event in its message; the null event
+// is refused here, so that no plugin has to special-case 0.
+
+void PluginBackend::check_event(Event event, const char* operation, const char* role) const {
+  if (event.value == 0) [[unlikely]]
+    throw Error(Status::invalid_argument, name_, operation,
+                std::string("the ") + role + " is the null event (0)");
+}
+
+Event PluginBackend::create_event() {
+  std::uint64_t out = 0;
+  check(optional_.event_create(*this, &out), "event_create");
+  if (out == 0) {
+    throw Error(Status::internal, name_, "event_create", "the plugin returned the null event (0)");
+  }
+  return Event{out};
+}
+
+void PluginBackend::destroy_event(Event event) {
+  check_event(event, "event_destroy");
+  check(optional_.event_destroy(*this, event.value), "event_destroy");
+}
+
+void PluginBackend::record(Event event, Stream stream) {
+  check_event(event, "event_record");
+  check(optional_.event_record(*this, event.value, stream.value), "event_record");
+}
+
+void PluginBackend::wait(Stream stream, Event event) {
+  check_event(event, "stream_wait_event");
+  check(optional_.stream_wait_event(*this, stream.value, event.value), "stream_wait_event");
+}
+
+void PluginBackend::synchronize(Event event) {
+  check_event(event, "event_synchronize");
+  check(optional_.event_synchronize(*this, event.value), "event_synchronize");
+}
+
+bool PluginBackend::query(Event event) {
+  check_event(event, "event_query");
+  std::int32_t ready = 0;
+  check(optional_.event_query(*this, event.value, &ready), "event_query");
+  return ready != 0;
+}
+
+float PluginBackend::elapsed_ms(Event start, Event end) {
+  check_event(start, "event_elapsed_ms", "start event");
+  check_event(end, "event_elapsed_ms", "end event");
+  float ms = 0;
+  check(optional_.event_elapsed_ms(*this, start.value, end.value, &ms), "event_elapsed_ms");
+  return ms;
+}
+
 // ---- modules ------------------------------------------------------------------------------------
 
 /// `name` as the C string the ABI takes. A name with a NUL byte would reach the plugin cut short

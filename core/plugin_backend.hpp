@@ -45,6 +45,13 @@ class PluginBackend final : public GpuBackend {
   void destroy_stream(Stream stream) override;
   void synchronize(Stream stream) override;
   void synchronize() override;
+  Event create_event() override;
+  void destroy_event(Event event) override;
+  void record(Event event, Stream stream) override;
+  void wait(Stream stream, Event event) override;
+  void synchronize(Event event) override;
+  bool query(Event event) override;
+  float elapsed_ms(Event start, Event end) override;
   void load_module(std::string_view name, std::span<const std::byte> image) override;
   void unload_module(std::string_view name) override;
   bool has_module(std::string_view name) override;
@@ -78,6 +85,8 @@ class PluginBackend final : public GpuBackend {
   static void log_callback(void* user, gpuplug_log_level_t level, const char* message);
   std::string last_error() const;
   std::string c_name(std::string_view name, const char* op, const char* what) const;
+  /// Refuses the null event before the plugin sees it, naming `operation` and the role.
+  void check_event(Event event, const char* operation, const char* role = "event") const;
 
   // Order matters: the library is declared first so it is released last, after the instance.
   std::shared_ptr<const boost::dll::shared_library> library_;

@@ -145,6 +145,45 @@ gpuplug_status_t default_load_module_file(const PluginBackend& b, const char* na
   return b.table().load_module(b.instance(), name, bytes->data(), bytes->size());
 }
 
+// Events (ABI 1.1): a plugin whose table ends before them (a 1.0 plugin), or that leaves one of
+// them null, has none. The message says which, with the plugin's ABI, since "use a plugin built
+// against ABI 1.1" is usually the fix.
+[[noreturn]] void events_unsupported(const PluginBackend& b, const char* operation) {
+  const gpuplug_plugin_v1& t = b.table();
+  constexpr std::size_t events_end = offsetof(gpuplug_plugin_v1, event_elapsed_ms) + sizeof(void*);
+  const std::string why =
+      t.struct_size < events_end
+          ? "ABI " + abi_version_text(t.abi_version) + ": its " + std::to_string(t.struct_size) +
+                "-byte table ends before the event slots of ABI 1.1"
+          : "ABI " + abi_version_text(t.abi_version) + ": its event slots are not all set";
+  throw Error(
+      Status::unsupported, std::string(b.name()), operation,
+      "events are not supported by the " + std::string(b.plugin_name()) + " plugin (" + why + ")");
+}
+
+gpuplug_status_t default_event_create(const PluginBackend& b, std::uint64_t*) {
+  events_unsupported(b, "event_create");
+}
+gpuplug_status_t default_event_destroy(const PluginBackend& b, std::uint64_t) {
+  events_unsupported(b, "event_destroy");
+}
+gpuplug_status_t default_event_record(const PluginBackend& b, std::uint64_t, std::uint64_t) {
+  events_unsupported(b, "event_record");
+}
+gpuplug_status_t default_stream_wait_event(const PluginBackend& b, std::uint64_t, std::uint64_t) {
+  events_unsupported(b, "stream_wait_event");
+}
+gpuplug_status_t default_event_synchronize(const PluginBackend& b, std::uint64_t) {
+  events_unsupported(b, "event_synchronize");
+}
+gpuplug_status_t default_event_query(const PluginBackend& b, std::uint64_t, std::int32_t*) {
+  events_unsupported(b, "event_query");
+}
+gpuplug_status_t default_event_elapsed_ms(const PluginBackend& b, std::uint64_t, std::uint64_t,
+                                          float*) {
+  events_unsupported(b, "event_elapsed_ms");
+}
+
 template <class Fn>
 void pick(Fn& slot, bool present, std::type_identity_t<Fn> forwarding,
           std::type_identity_t<Fn> fallback) {
@@ -227,6 +266,20 @@ OptionalSlots resolve_optional_slots(const gpuplug_plugin_v1& t) noexcept {
   // Appended after the first release: copy_table zeroed it when struct_size ends before it.
   pick(s.load_module_file, t.load_module_file != nullptr, &forward<&T::load_module_file>,
        &default_load_module_file);
+  // ABI 1.1, appended: zero in the copy of a 1.0 table. All seven or none: a plugin that fills
+  // only some of them has no usable events (a wait without a record cannot work), so a partial
+  // set is treated as none rather than failing later, operation by operation.
+  const bool events = t.event_create != nullptr && t.event_destroy != nullptr &&
+                      t.event_record != nullptr && t.stream_wait_event != nullptr &&
+                      t.event_synchronize != nullptr && t.event_query != nullptr &&
+                      t.event_elapsed_ms != nullptr;
+  pick(s.event_create, events, &forward<&T::event_create>, &default_event_create);
+  pick(s.event_destroy, events, &forward<&T::event_destroy>, &default_event_destroy);
+  pick(s.event_record, events, &forward<&T::event_record>, &default_event_record);
+  pick(s.stream_wait_event, events, &forward<&T::stream_wait_event>, &default_stream_wait_event);
+  pick(s.event_synchronize, events, &forward<&T::event_synchronize>, &default_event_synchronize);
+  pick(s.event_query, events, &forward<&T::event_query>, &default_event_query);
+  pick(s.event_elapsed_ms, events, &forward<&T::event_elapsed_ms>, &default_event_elapsed_ms);
   return s;
 }
 

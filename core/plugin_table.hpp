@@ -66,6 +66,17 @@ struct OptionalSlots {
   /// reads the file (Error(invalid_argument) naming module, file and reason when it cannot) and
   /// calls load_module with the bytes.
   gpuplug_status_t (*load_module_file)(const PluginBackend&, const char*, const char*);
+
+  // ABI 1.1 events. A plugin without them (a 1.0 plugin: copy_table zeroed them) gets defaults
+  // that throw Error(unsupported) "events are not supported by the <plugin> plugin (ABI 1.0 ...)"
+  // naming the operation.
+  gpuplug_status_t (*event_create)(const PluginBackend&, std::uint64_t*);
+  gpuplug_status_t (*event_destroy)(const PluginBackend&, std::uint64_t);
+  gpuplug_status_t (*event_record)(const PluginBackend&, std::uint64_t, std::uint64_t);
+  gpuplug_status_t (*stream_wait_event)(const PluginBackend&, std::uint64_t, std::uint64_t);
+  gpuplug_status_t (*event_synchronize)(const PluginBackend&, std::uint64_t);
+  gpuplug_status_t (*event_query)(const PluginBackend&, std::uint64_t, std::int32_t*);
+  gpuplug_status_t (*event_elapsed_ms)(const PluginBackend&, std::uint64_t, std::uint64_t, float*);
 };
 
 /// Thunks for the slots `table` fills, the defaults of abi.h for those it leaves null.

@@ -8,13 +8,13 @@
 #include <thread>
 #include <unordered_map>
 
+#include "events.hpp"
 #include "gpuplug/support/failures.hpp"
+#include "gpuplug/support/regular_file.hpp"
 #include "gpuplug/support/text.hpp"
 #include "ledger.hpp"
 #include "module_registry.hpp"
 #include "plugin_sdk.hpp"
-
-#include "gpuplug/support/regular_file.hpp"
 
 namespace gpuplug::sdk {
 
@@ -41,6 +41,7 @@ Device::Device(const DeviceConfig& config)
           owner_name(config), config.device_memory_limit,
           [this](gpuplug_log_level_t level, std::string_view message) { log(level, message); })),
       modules_(std::make_unique<ModuleRegistry>(*this, config.module_search_path)),
+      events_(std::make_unique<EventSet>()),
       errors_(std::make_unique<ErrorSlots>()) {}
 
 Device::~Device() = default;
@@ -62,6 +63,29 @@ std::uint64_t Device::vendor_alloc_managed(std::uint64_t /*bytes*/) {
   fail(GPUPLUG_STATUS_UNSUPPORTED, "managed memory is not supported by " + owner_name(config_));
 }
 
+namespace {
+[[noreturn]] void events_unsupported(const DeviceConfig& config, const char* op) {
+  fail(GPUPLUG_STATUS_UNSUPPORTED,
+       std::string(op) + ": events are not supported by " + owner_name(config));
+}
+}  // namespace
+
+std::uint64_t Device::vendor_event_create() { events_unsupported(config_, "event_create"); }
+void Device::vendor_event_destroy(std::uint64_t) { events_unsupported(config_, "event_destroy"); }
+void Device::vendor_event_record(std::uint64_t, std::uint64_t) {
+  events_unsupported(config_, "event_record");
+}
+void Device::vendor_stream_wait_event(std::uint64_t, std::uint64_t) {
+  events_unsupported(config_, "stream_wait_event");
+}
+void Device::vendor_event_synchronize(std::uint64_t) {
+  events_unsupported(config_, "event_synchronize");
+}
+bool Device::vendor_event_query(std::uint64_t) { events_unsupported(config_, "event_query"); }
+float Device::vendor_event_elapsed_ms(std::uint64_t, std::uint64_t) {
+  events_unsupported(config_, "event_elapsed_ms");
+}
+
 VendorModule Device::vendor_load_module_file(std::string_view name,
                                              std::span<const std::byte> image,
                                              const support::RegularFile& /*file*/) {
@@ -79,6 +103,7 @@ void Device::shutdown() noexcept {
   modules_->unload_all();
   sweep_allocations();
   streams_.destroy_all(*this);
+  events_->destroy_all(*this);
 }
 
 void Device::synchronize_or_warn(const char* op) noexcept {

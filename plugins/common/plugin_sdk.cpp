@@ -6,6 +6,7 @@
 #include <cstring>
 #include <new>
 
+#include "events.hpp"
 #include "gpuplug/support/c_string.hpp"
 #include "gpuplug/support/escape.hpp"
 #include "gpuplug/support/failures.hpp"
@@ -21,6 +22,7 @@ struct DeviceAccess {
   static AllocationLedger& ledger(Device& d) noexcept { return *d.ledger_; }
   static ModuleRegistry& modules(Device& d) noexcept { return *d.modules_; }
   static StreamSet& streams(Device& d) noexcept { return d.streams_; }
+  static EventSet& events(Device& d) noexcept { return *d.events_; }
   static SweepResult sweep_unreleased(Device& d) { return d.sweep_unreleased(); }
   static void set_last_error(Device& d, std::string message) {
     d.set_last_error(std::move(message));
@@ -296,6 +298,69 @@ gpuplug_status_t slot_synchronize(gpuplug_instance_t inst) noexcept {
   return guarded(inst, "synchronize", [&](Device& d) { d.vendor_synchronize(); });
 }
 
+// ---- events (ABI 1.1): the EventSet checks every event, the StreamSet every stream, before the
+// vendor's hook runs (defaults: UNSUPPORTED).
+
+gpuplug_status_t slot_event_create(gpuplug_instance_t inst, std::uint64_t* out) noexcept {
+  return guarded(inst, "event_create", [&](Device& d) {
+    GPUPLUG_EXPECTS(out != nullptr, GPUPLUG_STATUS_INVALID_ARGUMENT, "event_create: out is null");
+    *out = DeviceAccess::events(d).create(d);
+  });
+}
+
+gpuplug_status_t slot_event_destroy(gpuplug_instance_t inst, std::uint64_t event) noexcept {
+  return guarded(inst, "event_destroy",
+                 [&](Device& d) { DeviceAccess::events(d).destroy(d, event); });
+}
+
+gpuplug_status_t slot_event_record(gpuplug_instance_t inst, std::uint64_t event,
+                                   std::uint64_t stream) noexcept {
+  return guarded(inst, "event_record", [&](Device& d) {
+    EventSet& events = DeviceAccess::events(d);
+    events.check("event_record", event);
+    d.streams().check("event_record", stream);
+    d.vendor_event_record(event, stream);
+    events.mark_recorded(event);
+  });
+}
+
+gpuplug_status_t slot_stream_wait_event(gpuplug_instance_t inst, std::uint64_t stream,
+                                        std::uint64_t event) noexcept {
+  return guarded(inst, "stream_wait_event", [&](Device& d) {
+    DeviceAccess::events(d).check("stream_wait_event", event);
+    d.streams().check("stream_wait_event", stream);
+    d.vendor_stream_wait_event(stream, event);
+  });
+}
+
+gpuplug_status_t slot_event_synchronize(gpuplug_instance_t inst, std::uint64_t event) noexcept {
+  return guarded(inst, "event_synchronize", [&](Device& d) {
+    DeviceAccess::events(d).check("event_synchronize", event);
+    d.vendor_event_synchronize(event);
+  });
+}
+
+gpuplug_status_t slot_event_query(gpuplug_instance_t inst, std::uint64_t event,
+                                  std::int32_t* ready) noexcept {
+  return guarded(inst, "event_query", [&](Device& d) {
+    GPUPLUG_EXPECTS(ready != nullptr, GPUPLUG_STATUS_INVALID_ARGUMENT,
+                    "event_query: ready is null");
+    DeviceAccess::events(d).check("event_query", event);
+    *ready = d.vendor_event_query(event) ? 1 : 0;
+  });
+}
+
+gpuplug_status_t slot_event_elapsed_ms(gpuplug_instance_t inst, std::uint64_t start,
+                                       std::uint64_t end, float* ms) noexcept {
+  return guarded(inst, "event_elapsed_ms", [&](Device& d) {
+    GPUPLUG_EXPECTS(ms != nullptr, GPUPLUG_STATUS_INVALID_ARGUMENT, "event_elapsed_ms: ms is null");
+    EventSet& events = DeviceAccess::events(d);
+    events.check_recorded("event_elapsed_ms (start)", start);
+    events.check_recorded("event_elapsed_ms (end)", end);
+    *ms = d.vendor_event_elapsed_ms(start, end);
+  });
+}
+
 gpuplug_status_t slot_load_module(gpuplug_instance_t inst, const char* name, const void* image,
                                   std::uint64_t size) noexcept {
   return guarded(inst, "load_module", [&](Device& d) {
@@ -509,6 +574,13 @@ void fill_instance_slots(gpuplug_plugin_v1& t) noexcept {
   t.ledger_report = &slot_ledger_report;
   t.sweep_unreleased = &slot_sweep_unreleased;
   t.load_module_file = &slot_load_module_file;
+  t.event_create = &slot_event_create;
+  t.event_destroy = &slot_event_destroy;
+  t.event_record = &slot_event_record;
+  t.stream_wait_event = &slot_stream_wait_event;
+  t.event_synchronize = &slot_event_synchronize;
+  t.event_query = &slot_event_query;
+  t.event_elapsed_ms = &slot_event_elapsed_ms;
 }
 
 gpuplug_plugin_v1 make_table_v1_0(const gpuplug_plugin_v1& full) noexcept {

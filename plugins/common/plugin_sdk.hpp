@@ -66,6 +66,7 @@ class RegularFile;  // gpuplug/support/regular_file.hpp (vendor_load_module_file
 namespace gpuplug::sdk {
 
 class AllocationLedger;
+class EventSet;  // events.hpp (the SDK's; not installed: vendors reach events through the hooks)
 class ModuleRegistry;
 struct SweepResult;
 
@@ -157,9 +158,10 @@ class Device {
   /// The streams this device created and has not destroyed (the SDK keeps the set).
   const StreamSet& streams() const noexcept { return streams_; }
   /// Synchronizes, unloads every module, sweeps the ledger (warning with count, bytes and top
-  /// call sites) and destroys the streams still open, in that order. Called by `destroy` before
-  /// the object is deleted; derived destructors then release the vendor context (or call it
-  /// first themselves when their members must outlive it). Never throws; idempotent.
+  /// call sites), destroys the streams still open, then the events still live, in that order.
+  /// Called by `destroy` before the object is deleted; derived destructors then release the vendor
+  /// context (or call it first themselves when their members must outlive it). Never throws;
+  /// idempotent.
   void shutdown() noexcept;
 
   // ---- vendor hooks: memory. Throw Failure(OUT_OF_MEMORY, ...) when the vendor is out of memory.
@@ -194,6 +196,26 @@ class Device {
   virtual void vendor_stream_destroy(std::uint64_t stream) = 0;
   virtual void vendor_stream_synchronize(std::uint64_t stream) = 0;  // 0: the default stream
   virtual void vendor_synchronize() = 0;
+
+  // ---- vendor hooks: events (ABI 1.1). Optional: the defaults fail UNSUPPORTED ("events are not
+  // supported by <plugin>:<ordinal>"), which the host sees as a backend without events. The SDK's
+  // EventSet keeps the live events: every event argument is live (created here, not destroyed)
+  // and every stream argument 0 or live before a hook runs; elapsed_ms's events were recorded.
+  /// A new event's opaque value, never 0.
+  virtual std::uint64_t vendor_event_create();
+  /// Destroys the event; work it was recorded after still completes.
+  virtual void vendor_event_destroy(std::uint64_t event);
+  /// Captures the work queued on `stream` so far (0: the legacy default stream).
+  virtual void vendor_event_record(std::uint64_t event, std::uint64_t stream);
+  /// Work queued on `stream` after this waits for the event's capture; must not block the host.
+  virtual void vendor_stream_wait_event(std::uint64_t stream, std::uint64_t event);
+  /// Blocks until the capture completes (an event never recorded: at once).
+  virtual void vendor_event_synchronize(std::uint64_t event);
+  /// True when the capture has completed (never recorded: true); never blocks.
+  virtual bool vendor_event_query(std::uint64_t event);
+  /// Milliseconds from `start`'s capture to `end`'s; Failure(UNAVAILABLE) when one has not
+  /// completed.
+  virtual float vendor_event_elapsed_ms(std::uint64_t start, std::uint64_t end);
 
   // ---- vendor hooks: modules (the SDK's ModuleRegistry owns names and calls these)
   /// Loads image bytes; Failure(INVALID_IMAGE, why) when they do not load.
@@ -252,6 +274,7 @@ class Device {
   std::unique_ptr<AllocationLedger> ledger_;
   std::unique_ptr<ModuleRegistry> modules_;
   StreamSet streams_;
+  std::unique_ptr<EventSet> events_;
   struct ErrorSlots;
   std::unique_ptr<ErrorSlots> errors_;
   bool shut_down_ = false;

@@ -100,6 +100,16 @@ class CudaDevice final : public sdk::Device {
   void vendor_stream_synchronize(std::uint64_t stream) override;
   void vendor_synchronize() override;
 
+  // events: cuEvent* (timing enabled) and cuStreamWaitEvent; UNSUPPORTED naming the missing
+  // entry point when the driver lacks one.
+  std::uint64_t vendor_event_create() override;
+  void vendor_event_destroy(std::uint64_t event) override;
+  void vendor_event_record(std::uint64_t event, std::uint64_t stream) override;
+  void vendor_stream_wait_event(std::uint64_t stream, std::uint64_t event) override;
+  void vendor_event_synchronize(std::uint64_t event) override;
+  bool vendor_event_query(std::uint64_t event) override;
+  float vendor_event_elapsed_ms(std::uint64_t start, std::uint64_t end) override;
+
   // modules (modules.cpp)
   sdk::VendorModule vendor_load_module(std::string_view name,
                                        std::span<const std::byte> image) override;
@@ -118,6 +128,8 @@ class CudaDevice final : public sdk::Device {
   /// Makes this device's primary context current on the calling thread until the returned
   /// scope ends (cheap: TLS reads and stores in the driver). Throws sdk::Failure.
   ContextScope make_current() const { return ContextScope(api_, context_); }
+  /// Failure(UNSUPPORTED) when the driver lacks an event entry point, naming it.
+  void require_events(const char* op) const;
 
   const DriverApi& api_;
   CUdevice device_ = 0;

@@ -67,11 +67,21 @@ namespace gpuplug::cuda {
   X(launch_kernel, cuLaunchKernel)
 
 // Entry points used when the driver has them (null otherwise): listing a module's kernels for
-// "not found" messages needs CUDA 12.4 (enumeration) and 12.3 (cuFuncGetName).
+// "not found" messages needs CUDA 12.4 (enumeration) and 12.3 (cuFuncGetName). The event entry
+// points (ABI 1.1 events) are in every driver gpuplug accepts, but a driver (or a shim) without
+// them must not make the plugin unloadable: CudaDevice then reports events as UNSUPPORTED
+// naming the one missing (has_events).
 #define GPUPLUG_CUDA_OPTIONAL_ENTRY_POINTS(X)               \
   X(module_get_function_count, cuModuleGetFunctionCount)    \
   X(module_enumerate_functions, cuModuleEnumerateFunctions) \
-  X(func_get_name, cuFuncGetName)
+  X(func_get_name, cuFuncGetName)                           \
+  X(event_create, cuEventCreate)                            \
+  X(event_destroy, cuEventDestroy)                          \
+  X(event_record, cuEventRecord)                            \
+  X(event_synchronize, cuEventSynchronize)                  \
+  X(event_query, cuEventQuery)                              \
+  X(event_elapsed_time, cuEventElapsedTime)                 \
+  X(stream_wait_event, cuStreamWaitEvent)
 
 /// The loaded driver: why it is (un)usable and its entry points.
 ///
@@ -95,6 +105,17 @@ struct DriverApi {
 #undef GPUPLUG_CUDA_MEMBER
 
   bool available() const noexcept { return reason == GPUPLUG_PROBE_AVAILABLE; }
+  /// The first event entry point the driver lacks (nullptr: it has them all).
+  const char* missing_event_entry_point() const noexcept {
+    if (event_create == nullptr) return "cuEventCreate";
+    if (event_destroy == nullptr) return "cuEventDestroy";
+    if (event_record == nullptr) return "cuEventRecord";
+    if (event_synchronize == nullptr) return "cuEventSynchronize";
+    if (event_query == nullptr) return "cuEventQuery";
+    if (event_elapsed_time == nullptr) return "cuEventElapsedTime";
+    if (stream_wait_event == nullptr) return "cuStreamWaitEvent";
+    return nullptr;
+  }
 };
 static_assert(std::is_trivially_destructible_v<DriverApi>,
               "driver state must add no exit-time destructor");

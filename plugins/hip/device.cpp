@@ -103,6 +103,8 @@ hipStream_t as_stream(std::uint64_t stream) noexcept {
   return reinterpret_cast<hipStream_t>(stream);
 }
 
+hipEvent_t as_event(std::uint64_t event) noexcept { return reinterpret_cast<hipEvent_t>(event); }
+
 }  // namespace
 
 void describe(const DriverApi& hip, int ordinal, gpuplug_device_info_t& out) {
@@ -340,6 +342,69 @@ void HipDevice::vendor_synchronize() {
   check(hip_.stream_synchronize(nullptr), "hipStreamSynchronize(default stream)");
   for (const std::uint64_t s : streams().list())
     check(hip_.stream_synchronize(as_stream(s)), "hipStreamSynchronize");
+}
+
+// ---- events ----------------------------------------------------------------------------------
+// The SDK's EventSet has checked every handle, so the runtime only sees events of this backend.
+
+void HipDevice::require_events(const char* op) const {
+  if (const char* missing = hip_.missing_event_entry_point(); missing != nullptr) [[unlikely]]
+    sdk::fail(GPUPLUG_STATUS_UNSUPPORTED, std::string(op) +
+                                              ": events are not supported: the HIP runtime " +
+                                              hip_.library + " does not provide " + missing);
+}
+
+std::uint64_t HipDevice::vendor_event_create() {
+  require_events("event_create");
+  make_current();
+  hipEvent_t e = nullptr;
+  check(hip_.event_create(&e), "hipEventCreate");  // default flags: timing enabled
+  return reinterpret_cast<std::uint64_t>(e);
+}
+
+void HipDevice::vendor_event_destroy(std::uint64_t event) {
+  require_events("event_destroy");
+  make_current();
+  check(hip_.event_destroy(as_event(event)), "hipEventDestroy");
+}
+
+void HipDevice::vendor_event_record(std::uint64_t event, std::uint64_t stream) {
+  require_events("event_record");
+  make_current();
+  check(hip_.event_record(as_event(event), as_stream(stream)), "hipEventRecord");
+}
+
+void HipDevice::vendor_stream_wait_event(std::uint64_t stream, std::uint64_t event) {
+  require_events("stream_wait_event");
+  make_current();
+  check(hip_.stream_wait_event(as_stream(stream), as_event(event), 0), "hipStreamWaitEvent");
+}
+
+void HipDevice::vendor_event_synchronize(std::uint64_t event) {
+  require_events("event_synchronize");
+  make_current();
+  check(hip_.event_synchronize(as_event(event)), "hipEventSynchronize");
+}
+
+bool HipDevice::vendor_event_query(std::uint64_t event) {
+  require_events("event_query");
+  make_current();
+  const hipError_t r = hip_.event_query(as_event(event));
+  if (r == hipErrorNotReady) return false;
+  check(r, "hipEventQuery");
+  return true;
+}
+
+float HipDevice::vendor_event_elapsed_ms(std::uint64_t start, std::uint64_t end) {
+  require_events("event_elapsed_ms");
+  make_current();
+  float ms = 0;
+  const hipError_t r = hip_.event_elapsed_time(&ms, as_event(start), as_event(end));
+  if (r == hipErrorNotReady)
+    sdk::fail(GPUPLUG_STATUS_UNAVAILABLE,
+              "hipEventElapsedTime: an event has not completed (not ready)");
+  check(r, "hipEventElapsedTime");
+  return ms;
 }
 
 // ---- launch ----------------------------------------------------------------------------------

@@ -66,6 +66,16 @@ class HipDevice final : public sdk::Device {
   /// code queued on the same GPU).
   void vendor_synchronize() override;
 
+  // events: hipEvent* (timing enabled) and hipStreamWaitEvent; UNSUPPORTED naming the missing
+  // entry point when the runtime lacks one.
+  std::uint64_t vendor_event_create() override;
+  void vendor_event_destroy(std::uint64_t event) override;
+  void vendor_event_record(std::uint64_t event, std::uint64_t stream) override;
+  void vendor_stream_wait_event(std::uint64_t stream, std::uint64_t event) override;
+  void vendor_event_synchronize(std::uint64_t event) override;
+  bool vendor_event_query(std::uint64_t event) override;
+  float vendor_event_elapsed_ms(std::uint64_t start, std::uint64_t end) override;
+
   // modules (modules.cpp)
   sdk::VendorModule vendor_load_module(std::string_view name,
                                        std::span<const std::byte> image) override;
@@ -86,6 +96,8 @@ class HipDevice final : public sdk::Device {
  private:
   /// Makes this device current on the calling thread (hipSetDevice when it is not already).
   void make_current() const;
+  /// Failure(UNSUPPORTED) when the runtime lacks an event entry point, naming it.
+  void require_events(const char* op) const;
   /// As make_current, for noexcept paths: false when hipSetDevice failed.
   bool try_make_current() const noexcept;
 

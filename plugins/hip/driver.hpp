@@ -55,11 +55,18 @@ namespace gpuplug::hip {
   X(module_launch_kernel, hipModuleLaunchKernel)
 
 // Entry points used when the runtime has them (null otherwise).
-#define GPUPLUG_HIP_OPTIONAL_ENTRY_POINTS(X)     \
-  X(device_get_uuid, hipDeviceGetUuid)           \
-  X(driver_get_version, hipDriverGetVersion)     \
+#define GPUPLUG_HIP_OPTIONAL_ENTRY_POINTS(X)      \
+  X(device_get_uuid, hipDeviceGetUuid)            \
+  X(driver_get_version, hipDriverGetVersion)      \
   X(mem_get_address_range, hipMemGetAddressRange) \
-  X(device_get_pci_bus_id, hipDeviceGetPCIBusId)
+  X(device_get_pci_bus_id, hipDeviceGetPCIBusId)  \
+  X(event_create, hipEventCreate)                 \
+  X(event_destroy, hipEventDestroy)               \
+  X(event_record, hipEventRecord)                 \
+  X(event_synchronize, hipEventSynchronize)       \
+  X(event_query, hipEventQuery)                   \
+  X(event_elapsed_time, hipEventElapsedTime)      \
+  X(stream_wait_event, hipStreamWaitEvent)
 
 // hipMalloc and hipMallocManaged are overloaded in C++ (template helpers in the header), so their
 // C signatures are spelled out; the static_cast checks them against the header's declaration.
@@ -93,6 +100,18 @@ struct DriverApi {
   MallocManagedFn malloc_managed = nullptr;
 
   bool available() const noexcept { return reason == GPUPLUG_PROBE_AVAILABLE; }
+  /// The first event entry point (ABI 1.1 events) the runtime lacks; nullptr: it has them all.
+  /// A runtime without them still loads; HipDevice reports events as UNSUPPORTED naming it.
+  const char* missing_event_entry_point() const noexcept {
+    if (event_create == nullptr) return "hipEventCreate";
+    if (event_destroy == nullptr) return "hipEventDestroy";
+    if (event_record == nullptr) return "hipEventRecord";
+    if (event_synchronize == nullptr) return "hipEventSynchronize";
+    if (event_query == nullptr) return "hipEventQuery";
+    if (event_elapsed_time == nullptr) return "hipEventElapsedTime";
+    if (stream_wait_event == nullptr) return "hipStreamWaitEvent";
+    return nullptr;
+  }
 };
 static_assert(std::is_trivially_destructible_v<DriverApi>,
               "driver state must add no exit-time destructor");

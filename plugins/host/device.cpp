@@ -204,6 +204,23 @@ void HostDevice::vendor_stream_synchronize(std::uint64_t stream) {
 
 void HostDevice::vendor_synchronize() { executor_.synchronize(); }
 
+// Events are the executor's; the SDK's EventSet has checked the handles already.
+std::uint64_t HostDevice::vendor_event_create() { return executor_.create_event(); }
+void HostDevice::vendor_event_destroy(std::uint64_t event) { executor_.destroy_event(event); }
+void HostDevice::vendor_event_record(std::uint64_t event, std::uint64_t stream) {
+  executor_.record_event(event, stream);
+}
+void HostDevice::vendor_stream_wait_event(std::uint64_t stream, std::uint64_t event) {
+  executor_.wait_event(stream, event);
+}
+void HostDevice::vendor_event_synchronize(std::uint64_t event) {
+  executor_.synchronize_event(event);
+}
+bool HostDevice::vendor_event_query(std::uint64_t event) { return executor_.query_event(event); }
+float HostDevice::vendor_event_elapsed_ms(std::uint64_t start, std::uint64_t end) {
+  return executor_.elapsed_ms(start, end);
+}
+
 void HostDevice::vendor_launch(std::uint64_t function, gpuplug_dim3_t grid, gpuplug_dim3_t block,
                                std::uint32_t shared_bytes, std::uint64_t stream, void** params) {
   if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0)

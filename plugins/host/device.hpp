@@ -96,6 +96,15 @@ class HostDevice final : public sdk::Device {
   void vendor_stream_synchronize(std::uint64_t stream) override;
   void vendor_synchronize() override;
 
+  // events: the executor's stream-ordered events (driver.hpp)
+  std::uint64_t vendor_event_create() override;
+  void vendor_event_destroy(std::uint64_t event) override;
+  void vendor_event_record(std::uint64_t event, std::uint64_t stream) override;
+  void vendor_stream_wait_event(std::uint64_t stream, std::uint64_t event) override;
+  void vendor_event_synchronize(std::uint64_t event) override;
+  bool vendor_event_query(std::uint64_t event) override;
+  float vendor_event_elapsed_ms(std::uint64_t start, std::uint64_t end) override;
+
   // modules.cpp
   sdk::VendorModule vendor_load_module(std::string_view name,
                                        std::span<const std::byte> image) override;

@@ -6,6 +6,7 @@
 #include <gpuplug/abi.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -84,12 +85,28 @@ class WorkerPool {
 ///  - synchronize, which reports (and clears) the pending failures of every stream at once;
 ///  - the next launch on that stream, which is then not run (its message says so);
 ///  - destroy_stream of that stream, which destroys the stream either way.
+/// (An event whose capture covered the failed launch also reports it from synchronize_event,
+/// without clearing it: see Events below.)
 /// Only the first failure of a stream is kept until it is reported; later ones (other blocks of
-/// that grid, later launches) are counted in its message. Once reported, the stream (and the device) work normally again: unlike CUDA's
-/// sticky context errors, one failed kernel does not poison the device, because the host
-/// executor's state is intact after an exception (the kernel's own data may not be).
-/// Copies and memsets never report kernel failures (they are not launches); the destructor
-/// waits without reporting.
+/// that grid, later launches) are counted in its message. Once reported, the stream (and the
+/// device) work normally again: unlike CUDA's sticky context errors, one failed kernel does not
+/// poison the device, because the host executor's state is intact after an exception (the kernel's
+/// own data may not be). Copies and memsets never report kernel failures (they are not launches);
+/// the destructor waits without reporting.
+///
+/// Events (ABI 1.1) are stream-ordered markers. record(e, s) queues a mark behind the work
+/// queued on s so far (on an idle stream it completes at once); the mark's completion time
+/// (steady clock) is what elapsed_ms subtracts. wait(s, e) queues a wait item: when the drain of
+/// s reaches it before e's capture completed, the stream parks (it stays owned, nothing behind
+/// it runs) without holding a pool thread, and the capture's completion resumes it; the host
+/// returns at once. On stream 0 (the legacy default stream, synchronous here) record captures
+/// the work queued on every stream so far, and wait blocks the caller until the capture
+/// completes, as every other stream-0 operation of this executor blocks. A launch queued behind
+/// a wait waits for it (the launching thread waits its turn, as for any launch). Recording
+/// again replaces the capture; waits already queued keep the one they saw. Captures only ever
+/// cover work queued before them, so waits cannot form a cycle. A kernel failure pending on a
+/// stream when a capture of it completes is also reported by synchronize_event (LAUNCH_FAILED
+/// naming the event); it stays pending on the stream, which still reports it once as above.
 ///
 /// Thread-safety: every member may be called concurrently, except that a stream may not be
 /// used while (or after) it is being destroyed. Errors: sdk::Failure(INVALID_ARGUMENT) for an
@@ -123,16 +140,47 @@ class Executor {
               gpuplug_dim3_t grid, gpuplug_dim3_t block, std::uint32_t shared_bytes,
               void** params);
 
+  // ---- events (see the class comment). Unknown events are Failure(INVALID_ARGUMENT).
+  /// A new event, never recorded; its value is unique in the process (foreign ones are refused).
+  std::uint64_t create_event();
+  /// Forgets the event; marks and waits already queued keep its capture alive.
+  void destroy_event(std::uint64_t event);
+  void record_event(std::uint64_t event, std::uint64_t stream);
+  void wait_event(std::uint64_t stream, std::uint64_t event);
+  /// Blocks until the capture completes (never recorded: returns at once).
+  void synchronize_event(std::uint64_t event);
+  /// True when the capture has completed (never recorded: true); never blocks.
+  bool query_event(std::uint64_t event);
+  /// Milliseconds between the two captures' completions; Failure(INVALID_ARGUMENT) for an event
+  /// never recorded, Failure(UNAVAILABLE) "not ready" when one has not completed.
+  float elapsed_ms(std::uint64_t start, std::uint64_t end);
+
  private:
   struct Handoff;
+  struct Capture;
+  struct Stream;
   /// One queued operation of a stream.
   struct Item {
-    enum class Kind { copy, fill, handoff } kind;
+    enum class Kind { copy, fill, handoff, mark, wait } kind;
     void* dst;
     const void* src;
     std::size_t bytes;
     std::uint8_t value;
     Handoff* handoff;  // Kind::handoff: the launch waiting for its turn
+    std::shared_ptr<Capture> capture = {};  // Kind::mark: completes it; Kind::wait: waits for it
+  };
+  /// One record of an event: completes when every stream share of it has drained (one for a
+  /// record on a stream, one per busy stream for stream 0), then resumes the parked streams.
+  struct Capture {
+    std::mutex mutex;
+    std::condition_variable completed;
+    std::atomic<bool> done{false};
+    std::atomic<std::size_t> remaining{1};       // shares not yet drained (+1 while recording)
+    std::chrono::steady_clock::time_point at{};  // written before done (release)
+    std::vector<Stream*> parked;                 // guarded by mutex; streams waiting on it
+    // The first kernel failure pending on a covered stream when its share drained (guarded by
+    // mutex): what event_synchronize reports. The stream keeps it pending for its own report.
+    std::string failure;
   };
   /// A kernel failure waiting to be reported: the first message, and how many blocks or
   /// launches failed after it before it was reported. `pending` mirrors !message.empty() so that the
@@ -151,6 +199,8 @@ class Executor {
     std::condition_variable idle;
     std::deque<Item> queue;
     bool active = false;
+    Executor* owner = nullptr;  // set at creation; drain completes captures through it
+    std::uint64_t id = 0;       // its ABI value, for messages
     Fault fault{mutex};  // guarded by mutex (except fault.pending)
   };
   struct Grid;
@@ -171,6 +221,13 @@ class Executor {
   static std::string take(Fault& fault, std::string_view where);
   static void wait_idle(Stream& s);
   static void drain(void* stream) noexcept;  // a pool job
+  /// Drains one share of `c`; the last one stamps the time and resumes the parked streams.
+  void complete(Capture& c) noexcept;
+  /// Copies the failure pending on `fault`, stream `stream`'s (0: the default stream's), into
+  /// `c` unless it holds one; caller holds fault.mutex. Allocates only when one is pending.
+  static void note_failure(Capture& c, const Fault& fault, std::uint64_t stream) noexcept;
+  /// The event's current capture (null: never recorded); Failure(INVALID_ARGUMENT) when unknown.
+  std::shared_ptr<Capture> capture_of(std::uint64_t event, const char* op) const;
   static void run(const Item& item) noexcept;
   static void help_grid(void* grid) noexcept;  // a pool job
   /// Runs blocks of `g` until none is left. A block that throws is recorded on the grid (the
@@ -184,6 +241,11 @@ class Executor {
   mutable std::shared_mutex streams_mutex_;
   std::map<std::uint64_t, std::shared_ptr<Stream>> streams_;  // guarded by streams_mutex_
   std::uint64_t next_stream_ = 1;                             // guarded by streams_mutex_
+  mutable std::mutex events_mutex_;
+  // event -> its latest capture (null until recorded); guarded by events_mutex_
+  std::map<std::uint64_t, std::shared_ptr<Capture>> events_;
+  std::uint64_t event_tag_;       // this executor's high bits of its event values
+  std::uint64_t next_event_ = 1;  // guarded by events_mutex_
 };
 
 /// `text` for a message when it comes from a module or a file (untrusted for length and

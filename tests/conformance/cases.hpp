@@ -202,6 +202,7 @@ std::span<const Case> opcache_cases();
 std::span<const Case> concurrency_cases();
 std::span<const Case> differential_cases();
 std::span<const Case> lifecycle_cases();
+std::span<const Case> event_cases();
 std::span<const Case> skew_cases();  // the "ABI skew" group (docs/architecture.md, ABI-1 ...)
 }  // namespace detail
 

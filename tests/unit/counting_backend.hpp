@@ -130,6 +130,13 @@ class CountingBackend final : public GpuBackend {
   void destroy_stream(Stream stream) override { inner_.destroy_stream(stream); }
   void synchronize(Stream stream) override { inner_.synchronize(stream); }
   void synchronize() override { inner_.synchronize(); }
+  Event create_event() override { return inner_.create_event(); }
+  void destroy_event(Event e) override { inner_.destroy_event(e); }
+  void record(Event e, Stream stream) override { inner_.record(e, stream); }
+  void wait(Stream stream, Event e) override { inner_.wait(stream, e); }
+  void synchronize(Event e) override { inner_.synchronize(e); }
+  bool query(Event e) override { return inner_.query(e); }
+  float elapsed_ms(Event start, Event end) override { return inner_.elapsed_ms(start, end); }
 
   // ---- modules
   void load_module(std::string_view name, std::span<const std::byte> image) override {

@@ -14,7 +14,13 @@
  *   device          one fake device ("Fake CUDA GPU", sm_90), enough for create, destroy,
  *                   device_info, memory_info and synchronize: primary contexts (retains
  *                   counted) and a per-thread context stack, so tests can check that the plugin
- *                   retains each primary context once and leaves the thread's context alone.
+ *                   retains each primary context once and leaves the thread's context alone;
+ *                   and events on the default stream (the fake has no other): cuEvent* and
+ *                   cuStreamWaitEvent, each needing the primary context current, a recorded
+ *                   event complete at once (work is done when it is queued here), its time the
+ *                   monotonic clock at cuEventRecord, and a destroyed or foreign event an error
+ *   device_no_events  as device, but cuGetProcAddress knows no cuEvent* / cuStreamWaitEvent (an
+ *                   old driver or a shim): the plugin must load and report events unsupported
  * In the other modes it never pretends to have a device: entry points other than the few above
  * return CUDA_ERROR_NOT_SUPPORTED and are never called in these modes. In every mode, entry
  * points it does not know return CUDA_ERROR_NOT_SUPPORTED.
@@ -27,6 +33,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef int fake_result;
 #define FAKE_SUCCESS 0
@@ -85,7 +92,7 @@ static fake_result get_error_string(fake_result error, const char** text) {
 }
 
 static fake_result device_get_count(int* count) {
-  *count = mode_is("device") ? 1 : 0;
+  *count = mode_is("device") || mode_is("device_no_events") ? 1 : 0;
   return FAKE_SUCCESS;
 }
 
@@ -218,6 +225,98 @@ static fake_result stream_synchronize(void* stream) {
   return need_primary();
 }
 
+/* Events. A live event carries a magic value; the plugin must never pass a destroyed one (its
+ * SDK refuses it first), which ASan would report here as a use after free. */
+#define FAKE_ERROR_INVALID_HANDLE 400
+#define FAKE_EVENT_MAGIC 0x45564e54
+struct fake_event {
+  int magic;
+  int recorded;
+  long long at_ns;
+};
+static int live_events; /* created minus destroyed */
+FAKE_EXPORT int gpuplug_fake_cuda_live_events(void) {
+  return __atomic_load_n(&live_events, __ATOMIC_SEQ_CST);
+}
+static long long now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (long long)t.tv_sec * 1000000000ll + t.tv_nsec;
+}
+static struct fake_event* live_event(void* e) {
+  struct fake_event* ev = (struct fake_event*)e;
+  return ev != NULL && ev->magic == FAKE_EVENT_MAGIC ? ev : NULL;
+}
+static fake_result event_create(void** e, unsigned int flags) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  if (e == NULL || flags != 0) return FAKE_ERROR_INVALID_VALUE; /* CU_EVENT_DEFAULT: timing */
+  struct fake_event* ev = (struct fake_event*)calloc(1, sizeof *ev);
+  if (ev == NULL) return FAKE_ERROR_UNKNOWN;
+  ev->magic = FAKE_EVENT_MAGIC;
+  __atomic_add_fetch(&live_events, 1, __ATOMIC_SEQ_CST);
+  *e = ev;
+  return FAKE_SUCCESS;
+}
+static fake_result event_destroy(void* e) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  struct fake_event* ev = live_event(e);
+  if (ev == NULL) return FAKE_ERROR_INVALID_HANDLE;
+  ev->magic = 0;
+  free(ev);
+  __atomic_sub_fetch(&live_events, 1, __ATOMIC_SEQ_CST);
+  return FAKE_SUCCESS;
+}
+static fake_result event_record(void* e, void* stream) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  struct fake_event* ev = live_event(e);
+  if (ev == NULL || stream != NULL) return FAKE_ERROR_INVALID_HANDLE; /* no streams here */
+  __atomic_store_n(&ev->at_ns, now_ns(), __ATOMIC_SEQ_CST);
+  __atomic_store_n(&ev->recorded, 1, __ATOMIC_SEQ_CST);
+  return FAKE_SUCCESS;
+}
+static fake_result event_check(void* e) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  return live_event(e) != NULL ? FAKE_SUCCESS : FAKE_ERROR_INVALID_HANDLE;
+}
+static fake_result event_synchronize(void* e) { return event_check(e); }
+static fake_result event_query(void* e) { return event_check(e); }
+static fake_result event_elapsed_time(float* ms, void* start, void* end) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  struct fake_event* a = live_event(start);
+  struct fake_event* b = live_event(end);
+  if (ms == NULL || a == NULL || b == NULL) return FAKE_ERROR_INVALID_HANDLE;
+  if (!__atomic_load_n(&a->recorded, __ATOMIC_SEQ_CST) ||
+      !__atomic_load_n(&b->recorded, __ATOMIC_SEQ_CST))
+    return FAKE_ERROR_INVALID_HANDLE;
+  *ms = (float)((double)(__atomic_load_n(&b->at_ns, __ATOMIC_SEQ_CST) -
+                         __atomic_load_n(&a->at_ns, __ATOMIC_SEQ_CST)) /
+                1e6);
+  return FAKE_SUCCESS;
+}
+static fake_result stream_wait_event(void* stream, void* e, unsigned int flags) {
+  const fake_result r = event_check(e);
+  if (r != FAKE_SUCCESS) return r;
+  return stream == NULL && flags == 0 ? FAKE_SUCCESS : FAKE_ERROR_INVALID_VALUE;
+}
+
+static const struct {
+  const char* symbol;
+  void* fn;
+} event_entry_points[] = {
+    {"cuEventCreate", (void*)&event_create},
+    {"cuEventDestroy", (void*)&event_destroy},
+    {"cuEventRecord", (void*)&event_record},
+    {"cuEventSynchronize", (void*)&event_synchronize},
+    {"cuEventQuery", (void*)&event_query},
+    {"cuEventElapsedTime", (void*)&event_elapsed_time},
+    {"cuStreamWaitEvent", (void*)&stream_wait_event},
+};
+
 static const struct {
   const char* symbol;
   void* fn;
@@ -259,12 +358,21 @@ FAKE_EXPORT fake_result cuGetProcAddress_v2(const char* symbol, void** pfn, int 
     *pfn = (void*)&device_get_count;
   } else {
     *pfn = (void*)&not_supported;
-    if (mode_is("device")) {
+    if (mode_is("device") || mode_is("device_no_events")) {
       for (size_t i = 0; i < sizeof device_mode_entry_points / sizeof device_mode_entry_points[0];
            ++i) {
         if (strcmp(symbol, device_mode_entry_points[i].symbol) == 0)
           *pfn = device_mode_entry_points[i].fn;
       }
+    }
+    for (size_t i = 0; i < sizeof event_entry_points / sizeof event_entry_points[0]; ++i) {
+      if (strcmp(symbol, event_entry_points[i].symbol) != 0) continue;
+      if (mode_is("device_no_events")) { /* an old driver: the symbol is not there at all */
+        *pfn = NULL;
+        if (status != NULL) *status = 1; /* CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND */
+        return FAKE_ERROR_NOT_FOUND;
+      }
+      if (mode_is("device")) *pfn = event_entry_points[i].fn;
     }
   }
   if (status != NULL) *status = 0; /* CU_GET_PROC_ADDRESS_SUCCESS */

@@ -3,6 +3,7 @@
 // memset, streams, launches (axpy and gemm against a CPU reference), modules and errors.
 #define BOOST_TEST_MODULE backend
 #include <dlfcn.h>
+#include <elf.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,12 +11,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <elf.h>
+#include <functional>
 #include <gpuplug/gpuplug.hpp>
 #include <gpuplug/support/files.hpp>
+#include <initializer_list>
 #include <numeric>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "test_print.hpp"
@@ -379,6 +382,28 @@ BOOST_AUTO_TEST_CASE(a_plugin_without_the_slot_loads_module_files_as_bytes) {
   BOOST_TEST_REQUIRE(info.state == gpuplug::PluginState::available, info.message);
   auto old = old_registry.create("host_v1_0");
   BOOST_TEST(old->name() == "host_v1_0:0");
+
+  // Its table ends before the ABI 1.1 event slots (the copy holds the real pointers past
+  // struct_size): every event member is unsupported, naming the operation and why.
+  for (const auto& [operation, call] :
+       std::initializer_list<std::pair<const char*, std::function<void()>>>{
+           {"event_create", [&] { (void)old->create_event(); }},
+           {"event_record", [&] { old->record(gpuplug::Event{1}, {}); }},
+           {"stream_wait_event", [&] { old->wait({}, gpuplug::Event{1}); }},
+           {"event_synchronize", [&] { old->synchronize(gpuplug::Event{1}); }},
+           {"event_query", [&] { (void)old->query(gpuplug::Event{1}); }},
+           {"event_elapsed_ms",
+            [&] { (void)old->elapsed_ms(gpuplug::Event{1}, gpuplug::Event{2}); }},
+           {"event_destroy", [&] { old->destroy_event(gpuplug::Event{1}); }},
+       }) {
+    const Error unsupported = error_of(call);
+    BOOST_TEST(unsupported.status() == Status::unsupported, unsupported.what());
+    BOOST_TEST(unsupported.operation() == operation, unsupported.what());
+    BOOST_TEST(contains(unsupported.what(), "events are not supported by the host_v1_0 plugin"),
+               unsupported.what());
+    BOOST_TEST(contains(unsupported.what(), "-byte table ends before the event slots of ABI 1.1"),
+               unsupported.what());
+  }
 
   old->load_module_file("axpy_old", host_module_file("axpy"));
   const gpuplug::KernelHandle k = old->kernel("axpy_old", "axpy");

@@ -232,6 +232,79 @@ BOOST_AUTO_TEST_CASE(primary_context_is_retained_once_and_callers_context_kept) 
   set_current(nullptr);
 }
 
+// ABI 1.1 events against the fake driver: every hook reaches cuEvent* / cuStreamWaitEvent with
+// the device's context current (the fake refuses them otherwise), bad handles never reach the
+// driver, events left open are destroyed with the backend; and a driver without the event entry
+// points still loads, reporting events unsupported and naming the one missing.
+BOOST_AUTO_TEST_CASE(events_reach_the_driver_with_the_context_current) {
+  const char* mode = std::getenv("GPUPLUG_FAKE_CUDA");
+  if (mode == nullptr) {
+    const auto dir = fake_driver_dir();
+    if (dir.empty() || !std::filesystem::exists(dir / "libcuda.so.1")) {
+      BOOST_TEST_MESSAGE("skipped: no fake libcuda.so.1 beside this test program");
+      return;
+    }
+    const char* self = "events_reach_the_driver_with_the_context_current";
+    BOOST_TEST(run_against_fake(dir, "device", self) == 0);
+    BOOST_TEST(run_against_fake(dir, "device_no_events", self) == 0);
+    return;
+  }
+  const std::string_view m(mode);
+  if (m != "device" && m != "device_no_events") return;
+  BOOST_TEST_REQUIRE(probe().reason == GPUPLUG_PROBE_AVAILABLE, probe().message);
+
+  if (m == "device_no_events") {
+    Instance dev;
+    std::uint64_t e = 0;
+    BOOST_TEST(dev.t.event_create(dev.inst, &e) == GPUPLUG_STATUS_UNSUPPORTED);
+    BOOST_TEST(contains(dev.last_error(), "does not provide cuEventCreate"), dev.last_error());
+    BOOST_TEST(dev.t.stream_wait_event(dev.inst, 0, 1) == GPUPLUG_STATUS_INVALID_ARGUMENT);
+    dev.ok(dev.t.synchronize(dev.inst), "synchronize");  // the rest of the plugin works
+    return;
+  }
+
+  void* fake = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  BOOST_TEST_REQUIRE(fake != nullptr);
+  const auto live = reinterpret_cast<int (*)()>(dlsym(fake, "gpuplug_fake_cuda_live_events"));
+  BOOST_TEST_REQUIRE(live != nullptr);
+  {
+    Instance dev;
+    Instance other;
+    std::uint64_t e = 0, e2 = 0, foreign = 0;
+    dev.ok(dev.t.event_create(dev.inst, &e), "event_create");
+    dev.ok(dev.t.event_create(dev.inst, &e2), "event_create");
+    other.ok(other.t.event_create(other.inst, &foreign), "event_create (other)");
+    BOOST_TEST(e != 0u);
+    BOOST_TEST(live() == 3);
+    std::int32_t ready = -1;
+    dev.ok(dev.t.event_query(dev.inst, e, &ready), "event_query (never recorded)");
+    BOOST_TEST(ready == 1);
+    float ms = -1;
+    BOOST_TEST(dev.t.event_elapsed_ms(dev.inst, e, e2, &ms) == GPUPLUG_STATUS_INVALID_ARGUMENT);
+    BOOST_TEST(contains(dev.last_error(), "was never recorded"), dev.last_error());
+    dev.ok(dev.t.event_record(dev.inst, e, 0), "event_record");
+    dev.ok(dev.t.stream_wait_event(dev.inst, 0, e), "stream_wait_event");
+    dev.ok(dev.t.event_synchronize(dev.inst, e), "event_synchronize");
+    dev.ok(dev.t.event_record(dev.inst, e2, 0), "event_record");
+    dev.ok(dev.t.event_elapsed_ms(dev.inst, e, e2, &ms), "event_elapsed_ms");
+    BOOST_TEST(ms >= 0.0f);
+    // Refused by the SDK, never passed to the driver.
+    BOOST_TEST(dev.t.event_record(dev.inst, e, 0xBAD) == GPUPLUG_STATUS_INVALID_ARGUMENT);
+    BOOST_TEST(contains(dev.last_error(), "event_record: unknown stream 2989"), dev.last_error());
+    BOOST_TEST(dev.t.event_record(dev.inst, foreign, 0) == GPUPLUG_STATUS_INVALID_ARGUMENT);
+    BOOST_TEST(contains(dev.last_error(), "unknown event " + std::to_string(foreign)),
+               dev.last_error());
+    dev.ok(dev.t.event_destroy(dev.inst, e), "event_destroy");
+    BOOST_TEST(dev.t.event_destroy(dev.inst, e) == GPUPLUG_STATUS_INVALID_ARGUMENT);
+    BOOST_TEST(dev.t.event_query(dev.inst, e, &ready) == GPUPLUG_STATUS_INVALID_ARGUMENT);
+    BOOST_TEST(contains(dev.last_error(), "event_query: unknown event " + std::to_string(e)),
+               dev.last_error());
+    BOOST_TEST(live() == 2);
+    // e2 and the other backend's event are left open: destroy takes them with the backend.
+  }
+  BOOST_TEST(live() == 0);
+}
+
 // ---- a machine with an NVIDIA GPU -----------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(device_info_is_reported, *needs_device()) {

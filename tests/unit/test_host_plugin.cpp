@@ -690,6 +690,39 @@ BOOST_FIXTURE_TEST_CASE(on_a_stream_the_next_launch_reports_it_and_is_not_run, T
   d.ok(api().synchronize(d.inst), "nothing left pending");
 }
 
+// ABI 1.1: an event whose capture covers a failed launch reports it from event_synchronize,
+// naming the event and the kernel; the stream still reports it once, as before.
+BOOST_FIXTURE_TEST_CASE(event_synchronize_reports_a_failed_launch_it_captured, Throws) {
+  const std::uint64_t s = d.stream();
+  std::uint64_t e = 0;
+  d.ok(api().event_create(d.inst, &e), "event_create");
+  std::uint32_t fail_block = 0;
+  void* params[] = {&fail_block, &counter};
+  d.ok(api().launch(d.inst, runtime, dim(2), dim(1), 0, s, params), "throw_runtime");
+  d.ok(api().event_record(d.inst, e, s), "event_record");
+  const std::string message =
+      d.expect(api().event_synchronize(d.inst, e), GPUPLUG_STATUS_LAUNCH_FAILED, "event_sync");
+  BOOST_TEST(contains(message, "a launch captured by event " + std::to_string(e) + " failed"),
+             message);
+  BOOST_TEST(
+      contains(message, "stream " + std::to_string(s) + ": kernel test_throws::throw_runtime"),
+      message);
+  d.expect(api().stream_synchronize(d.inst, s), GPUPLUG_STATUS_LAUNCH_FAILED, "stream sync");
+  d.ok(api().stream_synchronize(d.inst, s), "reported once by the stream");
+  // Recorded again after the stream reported it: a clean capture.
+  d.ok(api().event_record(d.inst, e, s), "event_record again");
+  d.ok(api().event_synchronize(d.inst, e), "event_synchronize, clean");
+  // On the default stream (a record there covers it too).
+  d.ok(api().launch(d.inst, runtime, dim(2), dim(1), 0, 0, params), "throw_runtime on 0");
+  d.ok(api().event_record(d.inst, e, 0), "event_record on 0");
+  const std::string on_default =
+      d.expect(api().event_synchronize(d.inst, e), GPUPLUG_STATUS_LAUNCH_FAILED, "event_sync 0");
+  BOOST_TEST(contains(on_default, "the default stream: kernel test_throws::throw_runtime"),
+             on_default);
+  d.expect(api().synchronize(d.inst), GPUPLUG_STATUS_LAUNCH_FAILED, "synchronize");
+  d.ok(api().event_destroy(d.inst, e), "event_destroy");
+}
+
 BOOST_FIXTURE_TEST_CASE(failures_on_concurrent_streams_stay_on_their_stream, Throws) {
   constexpr int kThreads = 6, kRounds = 40;
   std::vector<std::thread> threads;

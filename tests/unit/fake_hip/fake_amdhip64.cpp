@@ -12,11 +12,16 @@
 // hipMemGetAddressRange) answer for any device, as a real runtime's do. Modules are read with the
 // plugin's own reader (image.hpp); a launch of the kernel "axpy" runs it on the host so that the
 // test can see the parameters arrive; any other launch only checks its configuration. Built with
-// -DGPUPLUG_FAKE_HIP_TOO_OLD it lacks hipModuleGetGlobal, like a runtime too old for the plugin.
+// -DGPUPLUG_FAKE_HIP_TOO_OLD it lacks hipModuleGetGlobal, like a runtime too old for the plugin;
+// with -DGPUPLUG_FAKE_HIP_NO_EVENTS it lacks the event entry points (the plugin must still load).
+// Events: work completes when it is queued here, so a recorded event is complete at once; its
+// time is the steady clock at hipEventRecord. Events, like streams, belong to the device current
+// when they were made, and a destroyed or unknown event is hipErrorInvalidHandle.
 
 #include <hip/hip_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -56,6 +61,13 @@ struct State {
   std::mutex mutex;
   std::map<void*, Allocation> allocations;
   std::map<hipStream_t, int> streams;  // stream -> device
+  struct Event {
+    int device;
+    bool recorded = false;
+    std::chrono::steady_clock::time_point at{};
+  };
+  std::map<hipEvent_t, Event> events;
+  std::size_t event_calls = 0;  // every hipEvent* / hipStreamWaitEvent call (for the tests)
   std::set<Module*> modules;
   std::size_t live[kDevices] = {};
 };
@@ -267,6 +279,69 @@ hipError_t hipStreamDestroy(hipStream_t stream) {
 hipError_t hipStreamSynchronize(hipStream_t stream) {
   std::lock_guard lock(state().mutex);
   return stream_ok(stream) ? hipSuccess : hipErrorInvalidHandle;
+}
+
+#ifndef GPUPLUG_FAKE_HIP_NO_EVENTS
+namespace {
+// The event `e` of the current device (the caller holds the lock), or null.
+State::Event* event_of(hipEvent_t e) {
+  ++state().event_calls;
+  const auto it = state().events.find(e);
+  return it != state().events.end() && it->second.device == t_current ? &it->second : nullptr;
+}
+}  // namespace
+
+hipError_t hipEventCreate(hipEvent_t* event) {
+  if (event == nullptr) return hipErrorInvalidValue;
+  std::lock_guard lock(state().mutex);
+  ++state().event_calls;
+  *event = reinterpret_cast<hipEvent_t>(new char);
+  state().events[*event] = State::Event{t_current};
+  return hipSuccess;
+}
+hipError_t hipEventDestroy(hipEvent_t event) {
+  std::lock_guard lock(state().mutex);
+  if (event_of(event) == nullptr) return hipErrorInvalidHandle;
+  state().events.erase(event);
+  delete reinterpret_cast<char*>(event);
+  return hipSuccess;
+}
+hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
+  std::lock_guard lock(state().mutex);
+  State::Event* e = event_of(event);
+  if (e == nullptr || !stream_ok(stream)) return hipErrorInvalidHandle;
+  e->recorded = true;
+  e->at = std::chrono::steady_clock::now();
+  return hipSuccess;
+}
+hipError_t hipEventSynchronize(hipEvent_t event) {
+  std::lock_guard lock(state().mutex);
+  return event_of(event) != nullptr ? hipSuccess : hipErrorInvalidHandle;
+}
+hipError_t hipEventQuery(hipEvent_t event) {
+  std::lock_guard lock(state().mutex);
+  return event_of(event) != nullptr ? hipSuccess : hipErrorInvalidHandle;
+}
+hipError_t hipEventElapsedTime(float* ms, hipEvent_t start, hipEvent_t stop) {
+  if (ms == nullptr) return hipErrorInvalidValue;
+  std::lock_guard lock(state().mutex);
+  const State::Event* a = event_of(start);
+  const State::Event* b = event_of(stop);
+  if (a == nullptr || b == nullptr || !a->recorded || !b->recorded) return hipErrorInvalidHandle;
+  *ms = std::chrono::duration<float, std::milli>(b->at - a->at).count();
+  return hipSuccess;
+}
+hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int flags) {
+  std::lock_guard lock(state().mutex);
+  if (flags != 0) return hipErrorInvalidValue;
+  return event_of(event) != nullptr && stream_ok(stream) ? hipSuccess : hipErrorInvalidHandle;
+}
+#endif
+
+// For the tests (dlsym): how many event calls reached the runtime.
+extern "C" __attribute__((visibility("default"))) std::size_t gpuplug_fake_hip_event_calls() {
+  std::lock_guard lock(state().mutex);
+  return state().event_calls;
 }
 
 hipError_t hipModuleLoadData(hipModule_t* module, const void* image) {

@@ -8,9 +8,13 @@
 //            hook of HipDevice runs, including per-thread hipSetDevice, stream checks, module
 //            loading from the real kernels/hip bundles, published globals, error mapping, the
 //            XNACK warning, pointers the ledger does not know and the sweep at destroy;
-//   too_old: a runtime without hipModuleGetGlobal, reported as "driver too old".
+//   too_old: a runtime without hipModuleGetGlobal, reported as "driver too old";
+//   no_events: full without the event entry points (hipEvent*, hipStreamWaitEvent): the plugin
+//            loads and works, and reports events unsupported naming the missing one.
 
 #define BOOST_TEST_MODULE test_hip_fake_runtime
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -62,7 +66,8 @@ BOOST_AUTO_TEST_CASE(the_fake_runtime_is_the_one_probed) {
     BOOST_TEST(contains(error, "hipModuleGetGlobal"), error);
     return;
   }
-  BOOST_TEST_REQUIRE(scenario() == "full", "set GPUPLUG_TEST_FAKE_HIP to full or too_old");
+  BOOST_TEST_REQUIRE((scenario() == "full" || scenario() == "no_events"),
+                     "set GPUPLUG_TEST_FAKE_HIP to full, too_old or no_events");
   BOOST_TEST(r.reason == GPUPLUG_PROBE_AVAILABLE);
   BOOST_TEST(r.device_count == 2u);
   BOOST_TEST(contains(message, "HIP runtime 6.0 (libamdhip64.so), 2 devices"), message);
@@ -354,4 +359,71 @@ BOOST_AUTO_TEST_CASE(inspect_module_picks_each_device_s_code_object, *full_fake(
   BOOST_TEST(table().inspect_module(0, image->data(), 100, out.get()) ==
              GPUPLUG_STATUS_INVALID_IMAGE);
   BOOST_TEST(contains(out->reason, "malformed clang offload bundle"), out->reason);
+}
+
+// ABI 1.1 events: hipEvent* and hipStreamWaitEvent with the device current on every thread (the
+// fake refuses events of another device), handles checked by the SDK before the runtime sees
+// them, events left open destroyed with the backend.
+BOOST_AUTO_TEST_CASE(events_run_on_the_device_and_bad_handles_never_reach_the_runtime,
+                     *full_fake()) {
+  BOOST_TEST_REQUIRE(probe().reason == GPUPLUG_PROBE_AVAILABLE);  // the plugin has loaded the fake
+  void* fake = dlopen("libamdhip64.so", RTLD_NOW | RTLD_NOLOAD);
+  BOOST_TEST_REQUIRE(fake != nullptr);
+  const auto calls =
+      reinterpret_cast<std::size_t (*)()>(dlsym(fake, "gpuplug_fake_hip_event_calls"));
+  BOOST_TEST_REQUIRE(calls != nullptr);
+  Instance dev(1);  // device 1: a thread's default device is 0, so hipSetDevice must run
+  Instance other(0);
+  std::uint64_t a = 0, b = 0, stream = 0, foreign = 0;
+  dev.ok(dev.t.stream_create(dev.inst, &stream), "stream_create");
+  dev.ok(dev.t.event_create(dev.inst, &a), "event_create");
+  other.ok(other.t.event_create(other.inst, &foreign), "event_create (device 0)");
+  std::thread([&] {  // another thread, never told about device 1
+    dev.ok(dev.t.event_create(dev.inst, &b), "event_create");
+    const std::uint64_t buf = dev.alloc(4096);
+    dev.ok(dev.t.memset_d8(dev.inst, buf, 0x11, 4096, stream), "memset_d8");
+    dev.ok(dev.t.event_record(dev.inst, a, stream), "event_record");
+    dev.ok(dev.t.stream_wait_event(dev.inst, 0, a), "stream_wait_event");
+    std::int32_t ready = 0;
+    dev.ok(dev.t.event_query(dev.inst, a, &ready), "event_query");
+    BOOST_TEST(ready == 1);
+    dev.ok(dev.t.event_record(dev.inst, b, 0), "event_record (default stream)");
+    dev.ok(dev.t.event_synchronize(dev.inst, b), "event_synchronize");
+    float ms = -1;
+    dev.ok(dev.t.event_elapsed_ms(dev.inst, a, b, &ms), "event_elapsed_ms");
+    BOOST_TEST(ms >= 0.0f);
+    dev.ok(dev.t.free(dev.inst, buf), "free");
+  })
+      .join();
+  // Bad handles: refused naming the event and the operation; the runtime is not called.
+  const std::size_t before = calls();
+  BOOST_TEST(dev.t.event_record(dev.inst, foreign, stream) == GPUPLUG_STATUS_INVALID_ARGUMENT);
+  BOOST_TEST(contains(dev.last_error(), "event_record: unknown event " + std::to_string(foreign)),
+             dev.last_error());
+  BOOST_TEST(dev.t.stream_wait_event(dev.inst, 0xBAD, a) == GPUPLUG_STATUS_INVALID_ARGUMENT);
+  BOOST_TEST(contains(dev.last_error(), "unknown stream 2989"), dev.last_error());
+  dev.ok(dev.t.event_destroy(dev.inst, a), "event_destroy");
+  const std::size_t after_destroy = calls();
+  BOOST_TEST(after_destroy == before + 1);
+  std::int32_t ready = 0;
+  BOOST_TEST(dev.t.event_query(dev.inst, a, &ready) == GPUPLUG_STATUS_INVALID_ARGUMENT);
+  BOOST_TEST(dev.t.event_destroy(dev.inst, a) == GPUPLUG_STATUS_INVALID_ARGUMENT);
+  float ms = 0;
+  BOOST_TEST(dev.t.event_elapsed_ms(dev.inst, b, a, &ms) == GPUPLUG_STATUS_INVALID_ARGUMENT);
+  BOOST_TEST(contains(dev.last_error(), "event_elapsed_ms (end): unknown event"), dev.last_error());
+  BOOST_TEST(calls() == after_destroy);
+  // b, the stream and the other instance's event are left open: destroy takes them.
+}
+
+BOOST_AUTO_TEST_CASE(a_runtime_without_events_still_loads_and_says_so) {
+  if (scenario() != "no_events") return;
+  Instance dev(0);
+  std::uint64_t e = 0;
+  BOOST_TEST(dev.t.event_create(dev.inst, &e) == GPUPLUG_STATUS_UNSUPPORTED);
+  BOOST_TEST(contains(dev.last_error(), "events are not supported"), dev.last_error());
+  BOOST_TEST(contains(dev.last_error(), "does not provide hipEventCreate"), dev.last_error());
+  const std::uint64_t buf = dev.alloc(64);
+  dev.ok(dev.t.memset_d8(dev.inst, buf, 1, 64, 0), "memset_d8");
+  dev.ok(dev.t.synchronize(dev.inst), "synchronize");
+  dev.ok(dev.t.free(dev.inst, buf), "free");
 }
