@@ -194,45 +194,45 @@ void PluginBackend::check_event(Event event, const char* operation, const char* 
 
 Event PluginBackend::create_event() {
   std::uint64_t out = 0;
-  check(optional_.event_create(*this, &out), "event_create");
+  check(optional_.event_create(*this, &out), "create_event");
   if (out == 0) {
-    throw Error(Status::internal, name_, "event_create", "the plugin returned the null event (0)");
+    throw Error(Status::internal, name_, "create_event", "the plugin returned the null event (0)");
   }
   return Event{out};
 }
 
 void PluginBackend::destroy_event(Event event) {
-  check_event(event, "event_destroy");
-  check(optional_.event_destroy(*this, event.value), "event_destroy");
+  check_event(event, "destroy_event");
+  check(optional_.event_destroy(*this, event.value), "destroy_event");
 }
 
 void PluginBackend::record(Event event, Stream stream) {
-  check_event(event, "event_record");
-  check(optional_.event_record(*this, event.value, stream.value), "event_record");
+  check_event(event, "record");
+  check(optional_.event_record(*this, event.value, stream.value), "record");
 }
 
 void PluginBackend::wait(Stream stream, Event event) {
-  check_event(event, "stream_wait_event");
-  check(optional_.stream_wait_event(*this, stream.value, event.value), "stream_wait_event");
+  check_event(event, "wait");
+  check(optional_.stream_wait_event(*this, stream.value, event.value), "wait");
 }
 
 void PluginBackend::synchronize(Event event) {
-  check_event(event, "event_synchronize");
-  check(optional_.event_synchronize(*this, event.value), "event_synchronize");
+  check_event(event, "synchronize");
+  check(optional_.event_synchronize(*this, event.value), "synchronize");
 }
 
 bool PluginBackend::query(Event event) {
-  check_event(event, "event_query");
+  check_event(event, "query");
   std::int32_t ready = 0;
-  check(optional_.event_query(*this, event.value, &ready), "event_query");
+  check(optional_.event_query(*this, event.value, &ready), "query");
   return ready != 0;
 }
 
 float PluginBackend::elapsed_ms(Event start, Event end) {
-  check_event(start, "event_elapsed_ms", "start event");
-  check_event(end, "event_elapsed_ms", "end event");
+  check_event(start, "elapsed_ms", "start event");
+  check_event(end, "elapsed_ms", "end event");
   float ms = 0;
-  check(optional_.event_elapsed_ms(*this, start.value, end.value, &ms), "event_elapsed_ms");
+  check(optional_.event_elapsed_ms(*this, start.value, end.value, &ms), "elapsed_ms");
   return ms;
 }
 

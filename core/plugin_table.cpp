@@ -162,26 +162,26 @@ gpuplug_status_t default_load_module_file(const PluginBackend& b, const char* na
 }
 
 gpuplug_status_t default_event_create(const PluginBackend& b, std::uint64_t*) {
-  events_unsupported(b, "event_create");
+  events_unsupported(b, "create_event");
 }
 gpuplug_status_t default_event_destroy(const PluginBackend& b, std::uint64_t) {
-  events_unsupported(b, "event_destroy");
+  events_unsupported(b, "destroy_event");
 }
 gpuplug_status_t default_event_record(const PluginBackend& b, std::uint64_t, std::uint64_t) {
-  events_unsupported(b, "event_record");
+  events_unsupported(b, "record");
 }
 gpuplug_status_t default_stream_wait_event(const PluginBackend& b, std::uint64_t, std::uint64_t) {
-  events_unsupported(b, "stream_wait_event");
+  events_unsupported(b, "wait");
 }
 gpuplug_status_t default_event_synchronize(const PluginBackend& b, std::uint64_t) {
-  events_unsupported(b, "event_synchronize");
+  events_unsupported(b, "synchronize");
 }
 gpuplug_status_t default_event_query(const PluginBackend& b, std::uint64_t, std::int32_t*) {
-  events_unsupported(b, "event_query");
+  events_unsupported(b, "query");
 }
 gpuplug_status_t default_event_elapsed_ms(const PluginBackend& b, std::uint64_t, std::uint64_t,
                                           float*) {
-  events_unsupported(b, "event_elapsed_ms");
+  events_unsupported(b, "elapsed_ms");
 }
 
 template <class Fn>

@@ -9,6 +9,10 @@
 #include "gpuplug/support/failures.hpp"
 #include "plugin_sdk.hpp"
 
+// The slot exists from ABI 1.1; built against the frozen 1.0 header (tests/abi) there is nothing to
+// define.
+#if GPUPLUG_ABI_VERSION_MINOR >= 1
+
 namespace gpuplug::sdk::detail {
 namespace {
 
@@ -124,3 +128,5 @@ gpuplug_status_t inspect_with(const PluginHooks& hooks, std::uint32_t ordinal, c
 }
 
 }  // namespace gpuplug::sdk::detail
+
+#endif  // GPUPLUG_ABI_VERSION_MINOR >= 1

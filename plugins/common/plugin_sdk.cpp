@@ -298,6 +298,7 @@ gpuplug_status_t slot_synchronize(gpuplug_instance_t inst) noexcept {
   return guarded(inst, "synchronize", [&](Device& d) { d.vendor_synchronize(); });
 }
 
+#if GPUPLUG_ABI_VERSION_MINOR >= 1  // the slots exist from ABI 1.1 (see plugin_sdk.hpp)
 // ---- events (ABI 1.1): the EventSet checks every event, the StreamSet every stream, before the
 // vendor's hook runs (defaults: UNSUPPORTED).
 
@@ -360,6 +361,7 @@ gpuplug_status_t slot_event_elapsed_ms(gpuplug_instance_t inst, std::uint64_t st
     *ms = d.vendor_event_elapsed_ms(start, end);
   });
 }
+#endif
 
 gpuplug_status_t slot_load_module(gpuplug_instance_t inst, const char* name, const void* image,
                                   std::uint64_t size) noexcept {
@@ -574,6 +576,7 @@ void fill_instance_slots(gpuplug_plugin_v1& t) noexcept {
   t.ledger_report = &slot_ledger_report;
   t.sweep_unreleased = &slot_sweep_unreleased;
   t.load_module_file = &slot_load_module_file;
+#if GPUPLUG_ABI_VERSION_MINOR >= 1
   t.event_create = &slot_event_create;
   t.event_destroy = &slot_event_destroy;
   t.event_record = &slot_event_record;
@@ -581,6 +584,7 @@ void fill_instance_slots(gpuplug_plugin_v1& t) noexcept {
   t.event_synchronize = &slot_event_synchronize;
   t.event_query = &slot_event_query;
   t.event_elapsed_ms = &slot_event_elapsed_ms;
+#endif
 }
 
 gpuplug_plugin_v1 make_table_v1_0(const gpuplug_plugin_v1& full) noexcept {

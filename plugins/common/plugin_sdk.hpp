@@ -322,12 +322,14 @@ gpuplug_status_t create_with(const PluginHooks& hooks, std::uint32_t ordinal,
                              const gpuplug_option_t* options, std::uint32_t option_count,
                              const gpuplug_host_services_t* services, gpuplug_instance_t* out,
                              char* error, std::size_t error_size) noexcept;
+#if GPUPLUG_ABI_VERSION_MINOR >= 1
 /// The inspect_module slot for a plugin whose hooks have one (inspect.cpp): checks `out` (null or
 /// a struct_size below the 1.1 struct: INVALID_ARGUMENT, nothing written), the image (null,
 /// empty: INVALID_IMAGE; larger than 4 GiB: INVALID_ARGUMENT) and the ordinal (require_device),
 /// runs the hook and writes its answer; a failure's message goes to out->reason.
 gpuplug_status_t inspect_with(const PluginHooks& hooks, std::uint32_t ordinal, const void* image,
                               std::uint64_t size, gpuplug_module_inspection_t* out) noexcept;
+#endif
 /// The hook of P, detected: P::inspect_module when it has one with the SDK's signature.
 template <class P>
 constexpr auto inspect_hook_of() noexcept
@@ -395,12 +397,14 @@ gpuplug_plugin_v1 make_table() noexcept {
     return create_with(hooks_of<P>, ordinal, options, count, services, out, error, error_size);
   };
   fill_instance_slots(t);
+#if GPUPLUG_ABI_VERSION_MINOR >= 1
   if constexpr (inspect_hook_of<P>() != nullptr) {
     t.inspect_module = [](std::uint32_t ordinal, const void* image, std::uint64_t size,
                           gpuplug_module_inspection_t* out) noexcept {
       return inspect_with(hooks_of<P>, ordinal, image, size, out);
     };
   }
+#endif
   return t;
 }
 }  // namespace detail

@@ -387,14 +387,14 @@ BOOST_AUTO_TEST_CASE(a_plugin_without_the_slot_loads_module_files_as_bytes) {
   // struct_size): every event member is unsupported, naming the operation and why.
   for (const auto& [operation, call] :
        std::initializer_list<std::pair<const char*, std::function<void()>>>{
-           {"event_create", [&] { (void)old->create_event(); }},
-           {"event_record", [&] { old->record(gpuplug::Event{1}, {}); }},
-           {"stream_wait_event", [&] { old->wait({}, gpuplug::Event{1}); }},
-           {"event_synchronize", [&] { old->synchronize(gpuplug::Event{1}); }},
-           {"event_query", [&] { (void)old->query(gpuplug::Event{1}); }},
-           {"event_elapsed_ms",
+           {"create_event", [&] { (void)old->create_event(); }},
+           {"record", [&] { old->record(gpuplug::Event{1}, {}); }},
+           {"wait", [&] { old->wait({}, gpuplug::Event{1}); }},
+           {"synchronize", [&] { old->synchronize(gpuplug::Event{1}); }},
+           {"query", [&] { (void)old->query(gpuplug::Event{1}); }},
+           {"elapsed_ms",
             [&] { (void)old->elapsed_ms(gpuplug::Event{1}, gpuplug::Event{2}); }},
-           {"event_destroy", [&] { old->destroy_event(gpuplug::Event{1}); }},
+           {"destroy_event", [&] { old->destroy_event(gpuplug::Event{1}); }},
        }) {
     const Error unsupported = error_of(call);
     BOOST_TEST(unsupported.status() == Status::unsupported, unsupported.what());
