@@ -2,6 +2,8 @@
 // Conformance helpers: owned buffers, kernel launches by the kernel contract, CPU references.
 #include "helpers.hpp"
 
+#include <dlfcn.h>
+
 #include <e4m3.h>
 
 #include <bit>
@@ -265,5 +267,17 @@ void check_bytes_equal(const std::vector<std::uint8_t>& got, const std::vector<s
     }
   }
 }
+
+RawPlugin::RawPlugin(const std::filesystem::path& file)
+    : handle_(::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+  if (handle_ == nullptr) fail("dlopen(" + file.string() + "): " + ::dlerror());
+  entry_ = reinterpret_cast<gpuplug_plugin_entry_fn>(::dlsym(handle_, GPUPLUG_PLUGIN_ENTRY_SYMBOL));
+  if (entry_ == nullptr) {
+    ::dlclose(handle_);
+    fail(file.string() + " exports no " GPUPLUG_PLUGIN_ENTRY_SYMBOL);
+  }
+}
+
+RawPlugin::~RawPlugin() { ::dlclose(handle_); }
 
 }  // namespace gpuplug::conformance

@@ -10,7 +10,10 @@
 //   activation::bias_relu(rows, cols, bias, x)     grid ceil(rows*cols/256), block 256
 // Kernels are resolved through the backend's OpCache, so every case also exercises it.
 
+#include <gpuplug/abi.h>
+
 #include <cstdint>
+#include <filesystem>
 #include <span>
 #include <vector>
 
@@ -131,6 +134,24 @@ class ScopedLogLevel {
 
  private:
   LogLevel saved_;
+};
+
+/// A plugin file dlopen'ed to call its entry point directly (the registry has it open too, so
+/// this only adds a reference): what the lifecycle and ABI skew cases read the C table through.
+/// A file that does not load or exports no entry fails the case, naming the file.
+class RawPlugin {
+ public:
+  explicit RawPlugin(const std::filesystem::path& file);
+  ~RawPlugin();
+  RawPlugin(const RawPlugin&) = delete;
+  RawPlugin& operator=(const RawPlugin&) = delete;
+  const gpuplug_plugin_v1* entry(std::uint32_t host_abi_version) const {
+    return entry_(host_abi_version);
+  }
+
+ private:
+  void* handle_;
+  gpuplug_plugin_entry_fn entry_ = nullptr;
 };
 
 }  // namespace gpuplug::conformance

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Conformance cases for lifetimes: idempotent release, destroy with live state, cycles, the C
 // table.
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -108,26 +107,6 @@ void create_destroy_cycles(Context& ctx) {
 }
 
 // ---- the C table, straight from the plugin file ------------------------------------------------
-
-/// dlopen'ed plugin library; the registry has it open too, so this only adds a reference.
-class RawPlugin {
- public:
-  explicit RawPlugin(const std::filesystem::path& file)
-      : handle_(::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-    if (handle_ == nullptr) fail("dlopen(" + file.string() + "): " + ::dlerror());
-    entry_ =
-        reinterpret_cast<gpuplug_plugin_entry_fn>(::dlsym(handle_, GPUPLUG_PLUGIN_ENTRY_SYMBOL));
-    if (entry_ == nullptr) fail(file.string() + " exports no " GPUPLUG_PLUGIN_ENTRY_SYMBOL);
-  }
-  ~RawPlugin() { ::dlclose(handle_); }
-  RawPlugin(const RawPlugin&) = delete;
-  RawPlugin& operator=(const RawPlugin&) = delete;
-  const gpuplug_plugin_v1* entry(std::uint32_t version) const { return entry_(version); }
-
- private:
-  void* handle_;
-  gpuplug_plugin_entry_fn entry_ = nullptr;
-};
 
 void abi_table(Context& ctx) {
   const Target& target = ctx.target();

@@ -2,7 +2,6 @@
 // Conformance cases for ABI skew: the plugin's answers to hosts of other versions, and the core
 // with tables truncated at each slot boundary, padded with garbage, or larger than it knows.
 // Every failure cites the compatibility rule of docs/architecture.md it breaks ("breaks ABI-3:").
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <atomic>
@@ -148,33 +147,14 @@ Table trapped_copy(const Table& published, std::size_t published_size,
 /// The bytes of the published table this suite may read (ABI-3 binds the suite too).
 std::size_t readable(const Table& t) { return std::min<std::size_t>(t.struct_size, sizeof(Table)); }
 
-/// dlopen'ed plugin library; the registry has it open too, so this only adds a reference.
-class RawPlugin {
- public:
-  explicit RawPlugin(const std::filesystem::path& file)
-      : handle_(::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-    if (handle_ == nullptr) fail("dlopen(" + file.string() + "): " + ::dlerror());
-    entry_ =
-        reinterpret_cast<gpuplug_plugin_entry_fn>(::dlsym(handle_, GPUPLUG_PLUGIN_ENTRY_SYMBOL));
-    if (entry_ == nullptr) fail(file.string() + " exports no " GPUPLUG_PLUGIN_ENTRY_SYMBOL);
-  }
-  ~RawPlugin() { ::dlclose(handle_); }
-  RawPlugin(const RawPlugin&) = delete;
-  RawPlugin& operator=(const RawPlugin&) = delete;
-  const Table* entry(std::uint32_t host_version) const { return entry_(host_version); }
-  /// The answer to a host of `host_version`, which must not be null (ABI-4).
-  const Table& answer(std::uint32_t host_version) const {
-    const Table* t = entry(host_version);
-    GPUPLUG_CHECK_MSG(t != nullptr, "breaks ABI-4: " GPUPLUG_PLUGIN_ENTRY_SYMBOL "("
-                                        << version_text(host_version)
-                                        << ") returned null, but the plugin speaks ABI 1");
-    return *t;
-  }
-
- private:
-  void* handle_;
-  gpuplug_plugin_entry_fn entry_ = nullptr;
-};
+/// The answer of `plugin` to a host of `host_version`, which must not be null (ABI-4).
+const Table& answer(const RawPlugin& plugin, std::uint32_t host_version) {
+  const Table* t = plugin.entry(host_version);
+  GPUPLUG_CHECK_MSG(t != nullptr, "breaks ABI-4: " GPUPLUG_PLUGIN_ENTRY_SYMBOL "("
+                                      << version_text(host_version)
+                                      << ") returned null, but the plugin speaks ABI 1");
+  return *t;
+}
 
 /// A module file of the plugin's kernel folder whose stem is `module` (any extension).
 std::filesystem::path module_file(const Context& ctx, std::string_view module) {
@@ -292,14 +272,14 @@ void exercise(Context& ctx, const Table& table, std::size_t covered, const std::
 
 /// What the plugin answers to the newest 1.x host: its own version.
 std::uint32_t own_minor(const RawPlugin& plugin) {
-  return GPUPLUG_ABI_MINOR(plugin.answer(version(1, 0xFFFF)).abi_version);
+  return GPUPLUG_ABI_MINOR(answer(plugin, version(1, 0xFFFF)).abi_version);
 }
 
 /// Checks the answer to a host of 1.<host_minor> and runs it through the core.
 void check_answer(Context& ctx, std::uint32_t host_minor) {
   RawPlugin plugin(ctx.target().plugin_file);
   const std::uint32_t own = own_minor(plugin);
-  const Table& t = plugin.answer(version(1, host_minor));
+  const Table& t = answer(plugin, version(1, host_minor));
   const std::string who =
       GPUPLUG_PLUGIN_ENTRY_SYMBOL "(" + version_text(version(1, host_minor)) + ")";
   GPUPLUG_CHECK_MSG(GPUPLUG_ABI_MAJOR(t.abi_version) == 1,
@@ -330,8 +310,8 @@ void host_1_99(Context& ctx) {
   check_answer(ctx, 99);
   // ABI-4 again: a host that speaks more never gets less than a host that speaks less.
   RawPlugin plugin(ctx.target().plugin_file);
-  GPUPLUG_CHECK_MSG(GPUPLUG_ABI_MINOR(plugin.answer(version(1, 99)).abi_version) >=
-                        GPUPLUG_ABI_MINOR(plugin.answer(version(1, 1)).abi_version),
+  GPUPLUG_CHECK_MSG(GPUPLUG_ABI_MINOR(answer(plugin, version(1, 99)).abi_version) >=
+                        GPUPLUG_ABI_MINOR(answer(plugin, version(1, 1)).abi_version),
                     "breaks ABI-4: the plugin answers a 1.99 host with less than a 1.1 host");
 }
 
@@ -351,7 +331,7 @@ void host_2_0(Context& ctx) {
   }
   // The core's side, whatever the plugin did: a table of another major is refused, naming both
   // versions, before anything past the header is read.
-  const Table& own = plugin.answer(GPUPLUG_ABI_VERSION);
+  const Table& own = answer(plugin, GPUPLUG_ABI_VERSION);
   const std::size_t n = readable(own);
   Table other = trapped_copy(own, n, own.struct_size);
   other.abi_version = version(2, 0);
@@ -370,7 +350,7 @@ void host_2_0(Context& ctx) {
 
 void truncated_tables(Context& ctx) {
   RawPlugin plugin(ctx.target().plugin_file);
-  const Table& own = plugin.answer(GPUPLUG_ABI_VERSION);
+  const Table& own = answer(plugin, GPUPLUG_ABI_VERSION);
   const std::size_t n = readable(own);
   // Below the smallest table: refused, naming the sizes.
   {
@@ -401,7 +381,7 @@ void truncated_tables(Context& ctx) {
 
 void padded_table(Context& ctx) {
   RawPlugin plugin(ctx.target().plugin_file);
-  const Table& own = plugin.answer(GPUPLUG_ABI_VERSION);
+  const Table& own = answer(plugin, GPUPLUG_ABI_VERSION);
   const std::size_t n = readable(own);
   // The table the plugin published, followed by garbage: traps in every slot position past its
   // struct_size, and 0xFF bytes past the end of the table this suite knows.
@@ -420,7 +400,7 @@ void declared_1_0_oversized(Context& ctx) {
   // as PJRT shipped twice): the core trusts the smaller of the two (ABI-3) and never calls the
   // event or inspect_module slots, here traps.
   RawPlugin plugin(ctx.target().plugin_file);
-  const Table& own = plugin.answer(version(1, 0));
+  const Table& own = answer(plugin, version(1, 0));
   const std::size_t n = std::min<std::size_t>(readable(own), GPUPLUG_PLUGIN_V1_0_SIZE);
   Table t = trapped_copy(own, n, static_cast<std::uint32_t>(sizeof(Table)));
   t.abi_version = version(1, 0);
@@ -433,7 +413,7 @@ void future_minor(Context& ctx) {
   // A plugin of a later minor (1.<ours + 1>) with a table larger than this core knows: accepted,
   // and only the known prefix used (ABI-1, ABI-3). Its extra slots are 0xFF bytes.
   RawPlugin plugin(ctx.target().plugin_file);
-  const Table& own = plugin.answer(GPUPLUG_ABI_VERSION);
+  const Table& own = answer(plugin, GPUPLUG_ABI_VERSION);
   const std::size_t n = readable(own);
   struct Larger {
     Table table;

@@ -45,17 +45,7 @@ std::string bytes_text(std::uint64_t bytes) {
 using gpuplug::support::escape_text;
 using gpuplug::support::json_string;
 
-/// `"key": "value"`, followed by `<sep>"key_bytes": "<hex>"` when value is not UTF-8 (json_string
-/// then replaced its bad bytes with U+FFFD; the hex keeps them exactly). Documented in
-/// `gpuplug list --help`.
-std::string json_member(std::string_view key, std::string_view value, std::string_view sep) {
-  std::string out = json_string(key) + ": " + json_string(value);
-  if (!gpuplug::support::is_valid_utf8(value)) {
-    out += std::string(sep) + json_string(std::string(key) + "_bytes") + ": " +
-           json_string(gpuplug::support::hex_bytes(value));
-  }
-  return out;
-}
+using gpuplug::support::json_member;
 
 void print_usage(std::ostream& os) {
   os << "usage: gpuplug <command> [options]\n"

@@ -20,21 +20,13 @@ namespace {
 
 namespace fs = std::filesystem;
 using gpuplug::support::escape_text;
+using gpuplug::support::json_member;
 using gpuplug::support::json_string;
 
 constexpr int exit_usage = 2;
 // A module larger than this is not read (the limit load_module_file applies to files too).
 constexpr std::uint64_t max_module_bytes = std::uint64_t{1} << 30;
 
-/// `"key": "value"`, plus `"key_bytes": "<hex>"` when the value is not UTF-8 (as `gpuplug list
-/// --json` does: json_string replaced the bad bytes, the hex keeps them).
-std::string json_member(std::string_view key, std::string_view value) {
-  std::string out = json_string(key) + ": " + json_string(value);
-  if (!gpuplug::support::is_valid_utf8(value))
-    out += ", " + json_string(std::string(key) + "_bytes") + ": " +
-           json_string(gpuplug::support::hex_bytes(value));
-  return out;
-}
 
 std::string json_list(const std::vector<std::string>& items) {
   std::string out = "[";
@@ -166,8 +158,13 @@ void print_text(const std::vector<PluginModules>& all) {
   }
 }
 
+/// "schema" of `gpuplug modules --json`: the version of its layout, bumped when a field changes
+/// meaning or goes away (fields may be added within a version), as for `gpuplug list --json`.
+constexpr int modules_schema_version = 1;
+
 void print_json(const std::vector<PluginModules>& all) {
-  std::string out = "{\n  \"plugins\": [";
+  std::string out = "{\n  \"schema\": " + std::to_string(modules_schema_version) +
+                    ",\n  \"plugins\": [";
   bool first_plugin = true;
   for (const PluginModules& pm : all) {
     const gpuplug::PluginInfo& p = *pm.plugin;

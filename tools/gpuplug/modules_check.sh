@@ -61,6 +61,7 @@ command -v python3 >/dev/null || { echo "python3 missing: JSON half skipped"; ex
 "$tool" modules --modules "$dir" --json | python3 -c '
 import json, sys
 doc = json.loads(sys.stdin.buffer.read().decode("utf-8"))  # strict: raises on invalid UTF-8
+assert doc["schema"] == 1, doc.get("schema")
 host = [p for p in doc["plugins"] if p["name"] == "host"][0]
 gemm = [m for m in host["modules"] if m["file"] == "gemm.so"][0]
 dev = gemm["devices"][0]

@@ -142,4 +142,17 @@ inline std::string json_string(std::string_view s) {
   return out + "\"";
 }
 
+/// `"key": "value"`, followed by `<sep>"key_bytes": "<hex>"` when value is not UTF-8 (json_string
+/// then replaced its bad bytes with U+FFFD; the hex keeps them exactly). The JSON of `gpuplug
+/// list` and `gpuplug modules`, documented in `gpuplug list --help`.
+inline std::string json_member(std::string_view key, std::string_view value,
+                               std::string_view sep = ", ") {
+  std::string out = json_string(key) + ": " + json_string(value);
+  if (!is_valid_utf8(value)) {
+    out += std::string(sep) + json_string(std::string(key) + "_bytes") + ": " +
+           json_string(hex_bytes(value));
+  }
+  return out;
+}
+
 }  // namespace gpuplug::support
