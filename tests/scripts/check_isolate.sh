@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# `gpuplug check --isolate --timeout` (issue 21) against the broken host plugin
+# (tests/unit/hostile_plugins/broken_host.c: launch segfaults, event_synchronize hangs deaf to
+# SIGTERM): the crashing case is failed naming SIGSEGV, the hanging one "timed out after 2 s
+# (killed by SIGKILL ...)", the cases around them still run and pass, the summary line counts
+# both failures and the exit status is 1.
+# Then the real host plugin passes the same cases isolated, and bad option values are usage
+# errors naming the option. Usage: check_isolate.sh <gpuplug> <broken plugin .so> <host plugin .so>
+set -uo pipefail
+gpuplug=$1
+broken=$2
+host=$3
+unset GPUPLUG_BACKEND GPUPLUG_LOG GPUPLUG_PROBE
+fail=0
+run() {  # run <name> <command...>: output in $out, status in $rc, at most 60 s
+  local name=$1; shift
+  local start=$SECONDS
+  out=$(timeout 60 "$@" 2>&1); rc=$?
+  echo "== $name: exit $rc after $((SECONDS - start)) s"
+  echo "$out"
+}
+expect() {  # expect <regex> <what>
+  if ! grep -Eq -- "$1" <<<"$out"; then echo "FAIL: $2 (no match for /$1/)"; fail=1; fi
+}
+row() {  # row <case>: the table row of that case
+  grep -E "^$1 " <<<"$out" | head -1
+}
+cases=(--case zero_byte_alloc --case launch_axpy --case events_query_before_and_after
+       --case alloc_copy_roundtrip)
+
+run "broken_host isolated" "$gpuplug" check --isolate --timeout 2 --plugin "$broken" "${cases[@]}"
+[[ $rc -eq 1 ]] || { echo "FAIL: exit status $rc, not 1"; fail=1; }
+expect '^backend: +broken_host:0 from ' "the broken plugin is what is tested"
+expect '^isolation: +one process per case, at most 2 s each' "the header says how cases run"
+crash=$(row launch_axpy)
+hang=$(row events_query_before_and_after_completion)
+# A sanitizer's own SEGV handler reports "SEGV" and exits 1 instead (see the ENVIRONMENT in
+# tests/CMakeLists.txt, which leaves the signal to the kernel).
+grep -Eq 'FAILED .*crashed: killed by SIGSEGV' <<<"$crash" ||
+  { echo "FAIL: the crashing case is not failed naming SIGSEGV: '$crash'"; fail=1; }
+# It ignores SIGTERM: the SIGKILL after the grace period ends it.
+grep -Eq 'FAILED .*timed out after 2 s \(killed by SIGKILL' <<<"$hang" ||
+  { echo "FAIL: the hanging case is not failed as timed out: '$hang'"; fail=1; }
+grep -Eq '^zero_byte_alloc +passed' <<<"$out" || { echo "FAIL: zero_byte_alloc did not pass"; fail=1; }
+grep -Eq '^alloc_copy_roundtrip +passed' <<<"$out" ||
+  { echo "FAIL: alloc_copy_roundtrip (after the crash and the hang) did not pass"; fail=1; }
+[[ $(tail -1 <<<"$out") == "2 passed, 2 failed, 0 skipped" ]] ||
+  { echo "FAIL: the last line is not '2 passed, 2 failed, 0 skipped'"; fail=1; }
+
+# --timeout implies --isolate; the crash is still one row.
+run "broken_host, --timeout alone" "$gpuplug" check --timeout 2 --plugin "$broken" --case launch_axpy
+[[ $rc -eq 1 ]] || { echo "FAIL: exit status $rc, not 1"; fail=1; }
+expect 'crashed: killed by SIGSEGV' "--timeout alone isolates"
+[[ $(tail -1 <<<"$out") == "0 passed, 1 failed, 0 skipped" ]] || { echo "FAIL: summary"; fail=1; }
+
+run "host isolated" "$gpuplug" check --isolate --timeout 30 --plugin "$host" "${cases[@]}"
+[[ $rc -eq 0 ]] || { echo "FAIL: host isolated exit status $rc, not 0"; fail=1; }
+[[ $(tail -1 <<<"$out") == "4 passed, 0 failed, 0 skipped" ]] || { echo "FAIL: host summary"; fail=1; }
+
+for bad in 0 -1 abc 1.5 86401 99999999999 ''; do
+  run "--timeout '$bad'" "$gpuplug" check --timeout "$bad" --plugin "$host"
+  [[ $rc -eq 2 ]] || { echo "FAIL: --timeout '$bad' exit status $rc, not 2"; fail=1; }
+  expect "^gpuplug check: --timeout needs whole seconds from 1 to 86400, not '" "the error names --timeout"
+done
+run "--timeout without a value" "$gpuplug" check --timeout
+[[ $rc -eq 2 ]] || { echo "FAIL: exit status $rc, not 2"; fail=1; }
+expect '^gpuplug check: --timeout needs a number of seconds' "the error names --timeout"
+run "--run-case by hand" "$gpuplug" check --run-case zero_byte_alloc --plugin "$host"
+[[ $rc -eq 2 ]] || { echo "FAIL: exit status $rc, not 2"; fail=1; }
+expect 'run-case is internal' "--run-case without its descriptor is refused"
+exit $fail
