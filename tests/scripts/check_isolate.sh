@@ -5,8 +5,9 @@
 # SIGTERM): the crashing case is failed naming SIGSEGV, the hanging one "timed out after 2 s
 # (killed by SIGKILL ...)", the cases around them still run and pass, the summary line counts
 # both failures and the exit status is 1.
-# Then the real host plugin passes the same cases isolated, and bad option values are usage
-# errors naming the option. Usage: check_isolate.sh <gpuplug> <broken plugin .so> <host plugin .so>
+# Then the real host plugin passes the same cases, and every case, isolated; and bad option
+# values are usage errors naming the option.
+# Usage: check_isolate.sh <gpuplug> <broken plugin .so> <host plugin .so>
 set -uo pipefail
 gpuplug=$1
 broken=$2
@@ -57,6 +58,12 @@ expect 'crashed: killed by SIGSEGV' "--timeout alone isolates"
 run "host isolated" "$gpuplug" check --isolate --timeout 30 --plugin "$host" "${cases[@]}"
 [[ $rc -eq 0 ]] || { echo "FAIL: host isolated exit status $rc, not 0"; fail=1; }
 [[ $(tail -1 <<<"$out") == "4 passed, 0 failed, 0 skipped" ]] || { echo "FAIL: host summary"; fail=1; }
+# The whole suite, isolated, on the real host plugin (fewer lifecycle cycles: the time is the
+# process starts, not the case).
+GPUPLUG_CONFORMANCE_CYCLES=50 run "host isolated, every case" "$gpuplug" check --isolate --plugin "$host"
+[[ $rc -eq 0 ]] || { echo "FAIL: host isolated (every case) exit status $rc, not 0"; fail=1; }
+grep -Eq '^[1-9][0-9]* passed, 0 failed, [0-9]+ skipped$' <<<"$(tail -1 <<<"$out")" ||
+  { echo "FAIL: host summary (every case)"; fail=1; }
 
 for bad in 0 -1 abc 1.5 86401 99999999999 ''; do
   run "--timeout '$bad'" "$gpuplug" check --timeout "$bad" --plugin "$host"
@@ -69,4 +76,9 @@ expect '^gpuplug check: --timeout needs a number of seconds' "the error names --
 run "--run-case by hand" "$gpuplug" check --run-case zero_byte_alloc --plugin "$host"
 [[ $rc -eq 2 ]] || { echo "FAIL: exit status $rc, not 2"; fail=1; }
 expect 'run-case is internal' "--run-case without its descriptor is refused"
+# Even with a pipe on descriptor 3 (as ctest leaves one), the child option writes only to the
+# pipe whose inode it is told.
+run "--run-case with another pipe" "$gpuplug" check --run-case zero_byte_alloc --plugin "$host" --result-pipe 1 3> >(cat >/dev/null)
+[[ $rc -eq 2 ]] || { echo "FAIL: exit status $rc, not 2"; fail=1; }
+expect 'run-case is internal' "--run-case with a foreign descriptor 3 is refused"
 exit $fail

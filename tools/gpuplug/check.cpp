@@ -12,9 +12,10 @@
 // Known failures (known_failures.txt) that fail count as skipped ("xfail", with the reason);
 // listed ones that pass count as failed ("XPASS"), so the list stays honest.
 // --isolate runs every case in a child process of its own (this program again, from
-// /proc/self/exe, with the internal option --run-case NAME; the child writes its Result to
-// descriptor 3): a case that crashes, exits or hangs is a failed row naming the signal, the exit
-// status or the time limit, and the run goes on. --timeout SECONDS bounds each case and implies
+// /proc/self/exe, with the internal options --run-case NAME --result-pipe INODE; the child
+// writes its Result to descriptor 3 once it has checked that 3 is that pipe): a case that crashes,
+// exits or hangs is a failed row naming the signal, the exit status or the time limit, and the run
+// goes on. --timeout SECONDS bounds each case and implies
 // --isolate, since a hung thread cannot be stopped inside this process. A child's own output is
 // collected, never interleaved with the table, and shown (its last lines) under a row that did
 // not pass.
@@ -22,17 +23,15 @@
 // (every case is then reported skipped with the reason).
 #include "check.hpp"
 
-#include <fcntl.h>
 #include <sys/wait.h>
-
 #include <unistd.h>
 
 #include <algorithm>
 #include <cases.hpp>
 #include <cerrno>
-#include <gpuplug/support/escape.hpp>
 #include <csignal>
 #include <cstdio>
+#include <gpuplug/support/escape.hpp>
 #include <iomanip>
 #include <iostream>
 #include <optional>
@@ -67,7 +66,8 @@ void print_usage(std::ostream& os) {
         "share/gpuplug/conformance/known_failures.txt\n"
         "                         beside the tool, or GPUPLUG_KNOWN_FAILURES)\n"
         "  --isolate              run each case in a child process of its own: a crash (named by\n"
-        "                         its signal), an exit or a hang fails that case, and the run goes\n"
+        "                         its signal), an exit or a hang fails that case, and the run "
+        "goes\n"
         "                         on; the child's output is shown under a row that did not pass\n"
         "  --timeout SECONDS      per case, 1 to 86400 (implies --isolate): a case still running\n"
         "                         then gets SIGTERM, SIGKILL 2 s later, and fails 'timed out'\n"
@@ -75,9 +75,8 @@ void print_usage(std::ostream& os) {
         "  --list                 list the cases and exit\n"
         "  --list-plugins         list candidate plugins as tab-separated lines and exit\n"
         "\n"
-        "The last line is 'N passed, N failed, N skipped' (xfail counts as skipped, XPASS, "
-        "crashed and\n"
-        "timed-out cases as failed).\n"
+        "The last line is 'N passed, N failed, N skipped' (xfail counts as skipped; XPASS,\n"
+        "crashed and timed-out cases as failed).\n"
         "Exit status: 0 nothing failed, 1 a case failed, 2 usage error, 3 backend unavailable.\n";
 }
 
@@ -136,7 +135,6 @@ bool selected(const conf::Case& c, const std::vector<std::string_view>& filters)
   return std::any_of(filters.begin(), filters.end(),
                      [&](std::string_view f) { return c.name.find(f) != std::string_view::npos; });
 }
-
 
 constexpr long max_timeout_seconds = 86400;
 
@@ -204,19 +202,22 @@ std::optional<conf::Result> decode_result(std::string_view text, std::string& de
   conf::Result r;
   r.outcome = *outcome;
   r.elapsed = std::chrono::duration<double>(std::stod(std::string(ms)) / 1000.0);
-  r.reason = std::string(text.substr(nl2 + 1));
+  // The child's text reaches the terminal: control characters escaped, invalid UTF-8 shown as hex.
+  r.reason = gpuplug::support::escape_text(text.substr(nl2 + 1));
   return r;
 }
 
-/// `gpuplug check --run-case NAME ...`: the child of --isolate. Runs exactly that case and
-/// writes its record to descriptor 3; its stdout and stderr are the parent's to collect.
-int run_one_case(std::string_view name, const std::optional<std::string>& backend,
+/// `gpuplug check --run-case NAME ... --result-pipe INODE`: the child of --isolate. Runs exactly
+/// that case and writes its record to descriptor 3, once that is the parent's pipe; its stdout
+/// and stderr are the parent's to collect.
+int run_one_case(std::string_view name, std::string_view result_pipe,
+                 const std::optional<std::string>& backend,
                  const std::optional<std::string>& plugin_file, const conf::KnownFailures& known) {
-  if (::fcntl(gpuplug::tool::child_result_fd, F_GETFD) < 0)
-    return usage_error("--run-case is internal to --isolate (descriptor 3 is not open)");
+  if (!gpuplug::tool::is_result_pipe(result_pipe))
+    return usage_error("--run-case is internal to --isolate (descriptor 3 is not its result pipe)");
   const auto cases = conf::all_cases();
-  const auto it = std::find_if(cases.begin(), cases.end(),
-                               [&](const conf::Case& c) { return c.name == name; });
+  const auto it =
+      std::find_if(cases.begin(), cases.end(), [&](const conf::Case& c) { return c.name == name; });
   if (it == cases.end())
     return usage_error("--run-case: no case is named '" + std::string(name) + "'");
   conf::Result r;
@@ -258,7 +259,8 @@ conf::Result run_isolated(const conf::Case& c, const conf::Target& target,
                           const std::optional<std::string>& plugin_file,
                           const std::filesystem::path& known_path, const conf::KnownFailures& known,
                           long timeout_s, std::string& output) {
-  std::vector<std::string> args = {"gpuplug", "check", "--run-case", std::string(c.name),
+  std::vector<std::string> args = {"gpuplug",          "check",
+                                   "--run-case",       std::string(c.name),
                                    "--known-failures", known_path.string()};
   if (plugin_file) {
     args.insert(args.end(), {"--plugin", *plugin_file});
@@ -308,6 +310,7 @@ int run_check(std::span<const std::string_view> args) {
   std::optional<std::string> known_file;
   std::vector<std::string_view> filters;
   std::optional<std::string_view> run_case_name;  // set in the child of --isolate
+  std::string_view result_pipe;                   // likewise (run_child's inode number)
   bool isolate = false;
   long timeout_s = 0;  // 0: no limit
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -348,6 +351,9 @@ int run_check(std::span<const std::string_view> args) {
     } else if (a == "--run-case") {
       if (i + 1 >= args.size()) return usage_error("--run-case needs a case name");
       run_case_name = args[++i];
+    } else if (a == gpuplug::tool::result_pipe_option) {
+      if (i + 1 >= args.size()) return usage_error("--result-pipe needs an inode number");
+      result_pipe = args[++i];
     } else if (a == "--case") {
       if (i + 1 >= args.size()) return usage_error("--case needs a text");
       filters.push_back(args[++i]);
@@ -361,7 +367,8 @@ int run_check(std::span<const std::string_view> args) {
       return usage_error("--run-case (internal) takes no --isolate, --timeout or --case");
     const std::filesystem::path path =
         known_file ? std::filesystem::path(*known_file) : conf::KnownFailures::default_file();
-    return run_one_case(*run_case_name, backend, plugin_file, conf::KnownFailures::load(path));
+    return run_one_case(*run_case_name, result_pipe, backend, plugin_file,
+                        conf::KnownFailures::load(path));
   }
 
   std::vector<const conf::Case*> cases;

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -50,6 +51,12 @@ void drain(int& fd, std::string& into, bool keep_tail, std::size_t cap, bool& ov
 }
 
 }  // namespace
+
+bool is_result_pipe(std::string_view inode_text) {
+  struct stat st {};
+  if (::fstat(child_result_fd, &st) != 0 || !S_ISFIFO(st.st_mode)) return false;
+  return !inode_text.empty() && std::to_string(st.st_ino) == inode_text;
+}
 
 std::string signal_name(int sig) {
   const char* abbrev = ::sigabbrev_np(sig);
@@ -96,7 +103,11 @@ ChildRun run_child(const std::vector<std::string>& args, std::chrono::seconds ti
   ::posix_spawnattr_setsigmask(&attr, &none);
   ::posix_spawnattr_setsigdefault(&attr, &defaults);
   ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  struct stat pipe_stat {};
+  ::fstat(result_pipe[0], &pipe_stat);
   std::vector<std::string> storage = args;
+  storage.emplace_back(result_pipe_option);
+  storage.push_back(std::to_string(pipe_stat.st_ino));
   std::vector<char*> argv;
   for (auto& a : storage) argv.push_back(a.data());
   argv.push_back(nullptr);

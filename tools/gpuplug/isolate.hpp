@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpuplug::tool {
@@ -29,12 +30,21 @@ struct ChildRun {
   std::chrono::duration<double> elapsed{};
 };
 
+/// The option run_child appends, with the result pipe's inode number as its value, so that the
+/// child can tell that its descriptor 3 is that pipe (is_result_pipe) and not whatever a caller
+/// happened to leave open as 3 (ctest does).
+inline constexpr std::string_view result_pipe_option = "--result-pipe";
+
 /// Runs this very program (/proc/self/exe, never a PATH lookup, never a shell) with `args`
-/// (args[0] is its argv[0]): stdin from /dev/null, stdout and stderr into one pipe, and a pipe
-/// on child_result_fd. `timeout` zero means no limit; past it the child gets SIGTERM, then
-/// SIGKILL after child_kill_grace, and is reaped. Returns once the child is reaped (output that
-/// grandchildren still write afterwards is not waited for). Thread-compatible: no shared state.
+/// (args[0] is its argv[0]) followed by result_pipe_option and its value: stdin from /dev/null,
+/// stdout and stderr into one pipe, and a pipe on child_result_fd. `timeout` zero means no limit;
+/// past it the child gets SIGTERM, then SIGKILL after child_kill_grace, and is reaped. Returns once
+/// the child is reaped (output that grandchildren still write afterwards is not waited for).
+/// Thread-compatible: no shared state.
 ChildRun run_child(const std::vector<std::string>& args, std::chrono::seconds timeout);
+
+/// In the child: true when child_result_fd is the pipe whose inode number `inode_text` names.
+bool is_result_pipe(std::string_view inode_text);
 
 /// "SIGSEGV (Segmentation fault)", or "signal N" for one without a name.
 std::string signal_name(int sig);
