@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 # `gpuplug check --isolate --timeout` (issue 21) against the broken host plugin
 # (tests/unit/hostile_plugins/broken_host.c: launch segfaults, event_synchronize hangs deaf to
-# SIGTERM): the crashing case is failed naming SIGSEGV, the hanging one "timed out after 2 s
-# (killed by SIGKILL ...)", the cases around them still run and pass, the summary line counts
-# both failures and the exit status is 1.
+# SIGTERM, memset_d8 exits 7): the crashing case is failed naming SIGSEGV, the hanging one "timed
+# out after 2 s (killed by SIGKILL ...)", the exiting one naming status 7 with its stderr under
+# its row; the cases around them still run and pass, the summary line counts the three failures
+# and the exit status is 1.
 # Then the real host plugin passes the same cases, and every case, isolated; and bad option
 # values are usage errors naming the option.
 # Usage: check_isolate.sh <gpuplug> <broken plugin .so> <host plugin .so>
@@ -28,7 +29,7 @@ row() {  # row <case>: the table row of that case
   grep -E "^$1 " <<<"$out" | head -1
 }
 cases=(--case zero_byte_alloc --case launch_axpy --case events_query_before_and_after
-       --case alloc_copy_roundtrip)
+       --case memset_ordered_on_stream --case alloc_copy_roundtrip)
 
 run "broken_host isolated" "$gpuplug" check --isolate --timeout 2 --plugin "$broken" "${cases[@]}"
 [[ $rc -eq 1 ]] || { echo "FAIL: exit status $rc, not 1"; fail=1; }
@@ -43,11 +44,17 @@ grep -Eq 'FAILED .*crashed: killed by SIGSEGV' <<<"$crash" ||
 # It ignores SIGTERM: the SIGKILL after the grace period ends it.
 grep -Eq 'FAILED .*timed out after 2 s \(killed by SIGKILL' <<<"$hang" ||
   { echo "FAIL: the hanging case is not failed as timed out: '$hang'"; fail=1; }
+exited=$(row memset_ordered_on_stream)
+grep -Eq 'FAILED .*the child exited with status 7 and left no result' <<<"$exited" ||
+  { echo "FAIL: the exiting case is not failed naming its exit status: '$exited'"; fail=1; }
+# What the child wrote to stderr comes back under its row, not mixed into the table.
+grep -A3 -E '^memset_ordered_on_stream ' <<<"$out" | grep -Eq '^    \| broken_host: memset_d8 gives up$' ||
+  { echo "FAIL: the exiting case's stderr is not shown under its row"; fail=1; }
 grep -Eq '^zero_byte_alloc +passed' <<<"$out" || { echo "FAIL: zero_byte_alloc did not pass"; fail=1; }
 grep -Eq '^alloc_copy_roundtrip +passed' <<<"$out" ||
   { echo "FAIL: alloc_copy_roundtrip (after the crash and the hang) did not pass"; fail=1; }
-[[ $(tail -1 <<<"$out") == "2 passed, 2 failed, 0 skipped" ]] ||
-  { echo "FAIL: the last line is not '2 passed, 2 failed, 0 skipped'"; fail=1; }
+[[ $(tail -1 <<<"$out") == "2 passed, 3 failed, 0 skipped" ]] ||
+  { echo "FAIL: the last line is not '2 passed, 3 failed, 0 skipped'"; fail=1; }
 
 # --timeout implies --isolate; the crash is still one row.
 run "broken_host, --timeout alone" "$gpuplug" check --timeout 2 --plugin "$broken" --case launch_axpy
@@ -57,7 +64,7 @@ expect 'crashed: killed by SIGSEGV' "--timeout alone isolates"
 
 run "host isolated" "$gpuplug" check --isolate --timeout 30 --plugin "$host" "${cases[@]}"
 [[ $rc -eq 0 ]] || { echo "FAIL: host isolated exit status $rc, not 0"; fail=1; }
-[[ $(tail -1 <<<"$out") == "4 passed, 0 failed, 0 skipped" ]] || { echo "FAIL: host summary"; fail=1; }
+[[ $(tail -1 <<<"$out") == "5 passed, 0 failed, 0 skipped" ]] || { echo "FAIL: host summary"; fail=1; }
 # The whole suite, isolated, on the real host plugin (fewer lifecycle cycles: the time is the
 # process starts, not the case).
 GPUPLUG_CONFORMANCE_CYCLES=50 run "host isolated, every case" "$gpuplug" check --isolate --plugin "$host"

@@ -182,6 +182,10 @@ std::string encode_result(const conf::Result& r) {
 
 /// The parent's reading of a record; the defect in words when it is not one.
 std::optional<conf::Result> decode_result(std::string_view text, std::string& defect) {
+  if (text.empty()) {
+    defect = "left no result";
+    return std::nullopt;
+  }
   const auto nl1 = text.find('\n');
   const auto nl2 = nl1 == std::string_view::npos ? nl1 : text.find('\n', nl1 + 1);
   if (nl2 == std::string_view::npos) {

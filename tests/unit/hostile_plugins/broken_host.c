@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0
- * The real host plugin with two of the injected mistakes `gpuplug check --isolate` must survive
+ * The real host plugin with three of the injected mistakes `gpuplug check --isolate` must survive
  * (issue 21): launch dereferences a null pointer (a crash in every case that launches a kernel),
+ * memset_d8 says so on stderr and ends the process with _exit(7) (an exit without a result),
  * and event_synchronize never returns and ignores SIGTERM (a hang in the cases that wait on an
  * event). Everything else
  * is the host plugin's, so the other cases pass. Name "broken_host"; built into the hostile folder,
@@ -22,6 +23,14 @@ static gpuplug_status_t crashing_launch(gpuplug_instance_t inst, uint64_t functi
   volatile int* nowhere = NULL;
   *nowhere = 42; /* the point: SIGSEGV */
   return GPUPLUG_STATUS_SUCCESS;
+}
+
+static gpuplug_status_t exiting_memset(gpuplug_instance_t inst, uint64_t dst, uint8_t value,
+                                       uint64_t bytes, uint64_t stream) {
+  (void)inst, (void)dst, (void)value, (void)bytes, (void)stream;
+  static const char note[] = "broken_host: memset_d8 gives up\n";
+  (void)!write(STDERR_FILENO, note, sizeof note - 1);
+  _exit(7);
 }
 
 static gpuplug_status_t hanging_event_synchronize(gpuplug_instance_t inst, uint64_t event) {
@@ -46,6 +55,7 @@ GPUPLUG_PLUGIN_EXPORT const gpuplug_plugin_v1* gpuplug_plugin_entry(uint32_t hos
     memcpy(&table, t, t->struct_size);
     table.name = "broken_host";
     table.launch = crashing_launch;
+    table.memset_d8 = exiting_memset;
     if (t->struct_size >= offsetof(gpuplug_plugin_v1, event_synchronize) + sizeof(void*))
       table.event_synchronize = hanging_event_synchronize;
     table_ready = 1;
