@@ -2,6 +2,7 @@
 // `gpuplug check`: runs the conformance cases against one backend and prints a verdict table.
 //
 //   gpuplug check [--backend SEL | --plugin FILE] [--case TEXT]... [--known-failures FILE]
+//                 [--isolate] [--timeout SECONDS]
 //   gpuplug check --list            the cases, one a line, with what each checks
 //   gpuplug check --list-plugins    one line per candidate plugin: name, state, reason, devices,
 //                                   message (tab-separated; what scripts/lib/matrix.sh reads)
@@ -10,21 +11,35 @@
 // (case, result, time, reason), and a last line that is exactly "N passed, N failed, N skipped".
 // Known failures (known_failures.txt) that fail count as skipped ("xfail", with the reason);
 // listed ones that pass count as failed ("XPASS"), so the list stays honest.
+// --isolate runs every case in a child process of its own (this program again, from
+// /proc/self/exe, with the internal options --run-case NAME --result-pipe INODE; the child
+// writes its Result to descriptor 3 once it has checked that 3 is that pipe): a case that crashes,
+// exits or hangs is a failed row naming the signal, the exit status or the time limit, and the run
+// goes on. --timeout SECONDS bounds each case and implies
+// --isolate, since a hung thread cannot be stopped inside this process. A child's own output is
+// collected, never interleaved with the table, and shown (its last lines) under a row that did
+// not pass.
 // Exit status: 0 nothing failed; 1 a case failed; 2 usage error; 3 the backend is unavailable
 // (every case is then reported skipped with the reason).
 #include "check.hpp"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cases.hpp>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <gpuplug/support/escape.hpp>
 #include <iomanip>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "isolate.hpp"
 
 namespace conf = gpuplug::conformance;
 
@@ -37,6 +52,7 @@ constexpr int exit_unavailable = 3;
 void print_usage(std::ostream& os) {
   os << "usage: gpuplug check [--backend SEL | --plugin FILE] [--case TEXT]... [--known-failures "
         "FILE]\n"
+        "                     [--isolate] [--timeout SECONDS]\n"
         "       gpuplug check --list | --list-plugins\n"
         "\n"
         "Runs the conformance suite against one backend: a plugin author's first test.\n"
@@ -49,11 +65,18 @@ void print_usage(std::ostream& os) {
         "  --known-failures FILE  known failures (default: "
         "share/gpuplug/conformance/known_failures.txt\n"
         "                         beside the tool, or GPUPLUG_KNOWN_FAILURES)\n"
+        "  --isolate              run each case in a child process of its own: a crash (named by\n"
+        "                         its signal), an exit or a hang fails that case, and the run "
+        "goes\n"
+        "                         on; the child's output is shown under a row that did not pass\n"
+        "  --timeout SECONDS      per case, 1 to 86400 (implies --isolate): a case still running\n"
+        "                         then gets SIGTERM, SIGKILL 2 s later, and fails 'timed out'\n"
+        "                         (without it, --isolate sets no limit)\n"
         "  --list                 list the cases and exit\n"
         "  --list-plugins         list candidate plugins as tab-separated lines and exit\n"
         "\n"
-        "The last line is 'N passed, N failed, N skipped' (xfail counts as skipped, XPASS as "
-        "failed).\n"
+        "The last line is 'N passed, N failed, N skipped' (xfail counts as skipped; XPASS,\n"
+        "crashed and timed-out cases as failed).\n"
         "Exit status: 0 nothing failed, 1 a case failed, 2 usage error, 3 backend unavailable.\n";
 }
 
@@ -113,6 +136,176 @@ bool selected(const conf::Case& c, const std::vector<std::string_view>& filters)
                      [&](std::string_view f) { return c.name.find(f) != std::string_view::npos; });
 }
 
+constexpr long max_timeout_seconds = 86400;
+
+/// "--timeout" values: whole seconds, 1 to max_timeout_seconds. nullopt when not one.
+std::optional<long> parse_timeout(std::string_view text) {
+  if (text.empty() || text.size() > 6) return std::nullopt;
+  long v = 0;
+  for (char ch : text) {
+    if (ch < '0' || ch > '9') return std::nullopt;
+    v = v * 10 + (ch - '0');
+  }
+  if (v < 1 || v > max_timeout_seconds) return std::nullopt;
+  return v;
+}
+
+// ---- --isolate: the child's record ------------------------------------------------------------
+// One record per child on descriptor 3: "<outcome>\n<milliseconds>\n<reason>". The parent trusts
+// none of it: an unknown outcome, a bad number or an oversized record fails the case.
+
+std::optional<conf::Outcome> outcome_named(std::string_view name) {
+  for (auto o : {conf::Outcome::passed, conf::Outcome::failed, conf::Outcome::skipped,
+                 conf::Outcome::xfail, conf::Outcome::xpass}) {
+    if (conf::to_string(o) == name) return o;
+  }
+  return std::nullopt;
+}
+
+bool write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+std::string encode_result(const conf::Result& r) {
+  std::string reason = r.reason;
+  for (const auto& n : r.notes) reason += (reason.empty() ? "" : "; ") + n;
+  reason = reason.substr(0, gpuplug::tool::max_child_result_bytes / 2);
+  const auto ms = static_cast<long long>(r.elapsed.count() * 1000.0);
+  return std::string(conf::to_string(r.outcome)) + "\n" + std::to_string(ms) + "\n" + reason;
+}
+
+/// The parent's reading of a record; the defect in words when it is not one.
+std::optional<conf::Result> decode_result(std::string_view text, std::string& defect) {
+  if (text.empty()) {
+    defect = "left no result";
+    return std::nullopt;
+  }
+  const auto nl1 = text.find('\n');
+  const auto nl2 = nl1 == std::string_view::npos ? nl1 : text.find('\n', nl1 + 1);
+  if (nl2 == std::string_view::npos) {
+    defect = "its result record is cut short";
+    return std::nullopt;
+  }
+  const auto outcome = outcome_named(text.substr(0, nl1));
+  if (!outcome) {
+    defect = "its result record names no outcome";
+    return std::nullopt;
+  }
+  const std::string_view ms = text.substr(nl1 + 1, nl2 - nl1 - 1);
+  if (ms.empty() || ms.size() > 12 ||
+      ms.find_first_not_of("0123456789") != std::string_view::npos) {
+    defect = "its result record has no time in milliseconds";
+    return std::nullopt;
+  }
+  conf::Result r;
+  r.outcome = *outcome;
+  r.elapsed = std::chrono::duration<double>(std::stod(std::string(ms)) / 1000.0);
+  // The child's text reaches the terminal: control characters escaped, invalid UTF-8 shown as hex.
+  r.reason = gpuplug::support::escape_text(text.substr(nl2 + 1));
+  return r;
+}
+
+/// `gpuplug check --run-case NAME ... --result-pipe INODE`: the child of --isolate. Runs exactly
+/// that case and writes its record to descriptor 3, once that is the parent's pipe; its stdout
+/// and stderr are the parent's to collect.
+int run_one_case(std::string_view name, std::string_view result_pipe,
+                 const std::optional<std::string>& backend,
+                 const std::optional<std::string>& plugin_file, const conf::KnownFailures& known) {
+  if (!gpuplug::tool::is_result_pipe(result_pipe))
+    return usage_error("--run-case is internal to --isolate (descriptor 3 is not its result pipe)");
+  const auto cases = conf::all_cases();
+  const auto it =
+      std::find_if(cases.begin(), cases.end(), [&](const conf::Case& c) { return c.name == name; });
+  if (it == cases.end())
+    return usage_error("--run-case: no case is named '" + std::string(name) + "'");
+  conf::Result r;
+  try {
+    const conf::Target target = plugin_file ? conf::target_for_plugin_file(*plugin_file)
+                                            : conf::target_for_selector(backend.value_or("auto"));
+    install_crash_note();
+    r = conf::run_case(*it, target, known);
+  } catch (const std::exception& e) {
+    r.outcome = conf::Outcome::failed;
+    r.reason = std::string("the backend is unavailable in the child process: ") + e.what();
+  }
+  return write_all(gpuplug::tool::child_result_fd, encode_result(r)) ? 0 : exit_failed;
+}
+
+/// The last lines of a child's output, each prefixed, control characters escaped, for the
+/// lines under a row.
+std::string output_tail(const gpuplug::tool::ChildRun& run) {
+  constexpr std::size_t max_lines = 12;
+  std::vector<std::string_view> lines;
+  std::string_view rest = run.output;
+  while (!rest.empty()) {
+    const auto nl = rest.find('\n');
+    lines.push_back(rest.substr(0, nl));
+    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+  }
+  const std::size_t first = lines.size() > max_lines ? lines.size() - max_lines : 0;
+  std::string text;
+  if (first > 0 || run.output_truncated) text += "    | (earlier output left out)\n";
+  for (std::size_t i = first; i < lines.size(); ++i)
+    text += "    | " + gpuplug::support::escape_text(lines[i]) + "\n";
+  return text;
+}
+
+/// Runs case `c` in a child and judges it: the child's record when it left one and exited 0,
+/// else a failure naming the crash, the exit or the time limit (a known failure of this plugin
+/// turns that into xfail). `output` gets the child's output tail.
+conf::Result run_isolated(const conf::Case& c, const conf::Target& target,
+                          const std::optional<std::string>& plugin_file,
+                          const std::filesystem::path& known_path, const conf::KnownFailures& known,
+                          long timeout_s, std::string& output) {
+  std::vector<std::string> args = {"gpuplug",          "check",
+                                   "--run-case",       std::string(c.name),
+                                   "--known-failures", known_path.string()};
+  if (plugin_file) {
+    args.insert(args.end(), {"--plugin", *plugin_file});
+  } else {
+    args.insert(args.end(), {"--backend", target.selector()});  // exactly the parent's device
+  }
+  const auto run = gpuplug::tool::run_child(args, std::chrono::seconds(timeout_s));
+  conf::Result r;
+  r.elapsed = run.elapsed;
+  std::string why;
+  std::string defect;
+  if (!run.spawn_error.empty()) {
+    why = "could not run the case in a child process: " + run.spawn_error;
+  } else if (run.timed_out) {
+    why = "timed out after " + std::to_string(timeout_s) + " s (" +
+          gpuplug::tool::describe_wait_status(run.wait_status) + ")";
+  } else if (WIFSIGNALED(run.wait_status)) {
+    why = "crashed: " + gpuplug::tool::describe_wait_status(run.wait_status);
+  } else if (run.result_overflow) {
+    why = "the child sent a result record over " +
+          std::to_string(gpuplug::tool::max_child_result_bytes) + " bytes";
+  } else if (const auto decoded = decode_result(run.result, defect);
+             decoded && WIFEXITED(run.wait_status) && WEXITSTATUS(run.wait_status) == 0) {
+    r = *decoded;
+  } else {
+    why = "the child " + gpuplug::tool::describe_wait_status(run.wait_status) +
+          (decoded ? "" : " and " + defect);
+  }
+  if (!why.empty()) {
+    r.outcome = conf::Outcome::failed;
+    r.reason = why;
+    if (const auto known_reason = known.reason(target.plugin, c.name)) {
+      r.outcome = conf::Outcome::xfail;
+      r.reason = "known failure: " + *known_reason + " [" + why + "]";
+    }
+  }
+  if (r.outcome != conf::Outcome::passed && r.outcome != conf::Outcome::skipped)
+    output = output_tail(run);
+  return r;
+}
+
 }  // namespace
 
 int run_check(std::span<const std::string_view> args) {
@@ -120,6 +313,10 @@ int run_check(std::span<const std::string_view> args) {
   std::optional<std::string> plugin_file;
   std::optional<std::string> known_file;
   std::vector<std::string_view> filters;
+  std::optional<std::string_view> run_case_name;  // set in the child of --isolate
+  std::string_view result_pipe;                   // likewise (run_child's inode number)
+  bool isolate = false;
+  long timeout_s = 0;  // 0: no limit
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     auto value = [&]() -> std::optional<std::string> {
@@ -142,6 +339,25 @@ int run_check(std::span<const std::string_view> args) {
     } else if (a == "--known-failures") {
       known_file = value();
       if (!known_file) return usage_error("--known-failures needs a file");
+    } else if (a == "--isolate") {
+      isolate = true;
+    } else if (a == "--timeout") {
+      if (i + 1 >= args.size()) return usage_error("--timeout needs a number of seconds");
+      const std::string_view text = args[++i];
+      const auto t = parse_timeout(text);
+      if (!t) {
+        return usage_error("--timeout needs whole seconds from 1 to " +
+                           std::to_string(max_timeout_seconds) + ", not '" +
+                           gpuplug::support::escape_text(text) + "'");
+      }
+      timeout_s = *t;
+      isolate = true;  // a hung case can only be stopped by killing its process
+    } else if (a == "--run-case") {
+      if (i + 1 >= args.size()) return usage_error("--run-case needs a case name");
+      run_case_name = args[++i];
+    } else if (a == gpuplug::tool::result_pipe_option) {
+      if (i + 1 >= args.size()) return usage_error("--result-pipe needs an inode number");
+      result_pipe = args[++i];
     } else if (a == "--case") {
       if (i + 1 >= args.size()) return usage_error("--case needs a text");
       filters.push_back(args[++i]);
@@ -150,6 +366,14 @@ int run_check(std::span<const std::string_view> args) {
     }
   }
   if (backend && plugin_file) return usage_error("--backend and --plugin exclude each other");
+  if (run_case_name) {
+    if (isolate || !filters.empty())
+      return usage_error("--run-case (internal) takes no --isolate, --timeout or --case");
+    const std::filesystem::path path =
+        known_file ? std::filesystem::path(*known_file) : conf::KnownFailures::default_file();
+    return run_one_case(*run_case_name, result_pipe, backend, plugin_file,
+                        conf::KnownFailures::load(path));
+  }
 
   std::vector<const conf::Case*> cases;
   for (const auto& c : conf::all_cases()) {
@@ -186,6 +410,12 @@ int run_check(std::span<const std::string_view> args) {
   std::cout << "backend:        " << (unavailable.empty() ? chosen : "unavailable: " + unavailable)
             << "\n";
   std::cout << "known failures: " << known_path.string() << " (" << known.size() << " entries)\n";
+  if (isolate) {
+    std::cout << "isolation:      one process per case, "
+              << (timeout_s > 0 ? "at most " + std::to_string(timeout_s) + " s each"
+                                : std::string("no time limit"))
+              << "\n";
+  }
   for (const auto& problem : known.problems()) std::cout << "warning:        " << problem << "\n";
   std::cout << "\n";
 
@@ -203,7 +433,7 @@ int run_check(std::span<const std::string_view> args) {
   name_cell("case");
   rest("result", "time", "reason");
 
-  install_crash_note();
+  if (!isolate) install_crash_note();
   conf::Tally tally;
   for (const auto* c : cases) {
     name_cell(c->name);
@@ -212,13 +442,17 @@ int run_check(std::span<const std::string_view> args) {
       rest("skipped", "-", "backend unavailable");
       continue;
     }
-    const conf::Result r = conf::run_case(*c, target, known);
+    std::string child_output;
+    const conf::Result r =
+        isolate ? run_isolated(*c, target, plugin_file, known_path, known, timeout_s, child_output)
+                : conf::run_case(*c, target, known);
     tally.add(r.outcome);
     std::string reason = r.reason;
     for (const auto& n : r.notes) reason += (reason.empty() ? "" : "; ") + n;
     char ms[32];
     std::snprintf(ms, sizeof ms, "%.0f ms", r.elapsed.count() * 1000.0);
     rest(conf::to_string(r.outcome), ms, one_line(reason));
+    if (!child_output.empty()) std::cout << child_output << std::flush;
   }
   std::cout << tally.line() << std::endl;
   if (!unavailable.empty()) return exit_unavailable;
