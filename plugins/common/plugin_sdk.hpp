@@ -330,13 +330,18 @@ gpuplug_status_t create_with(const PluginHooks& hooks, std::uint32_t ordinal,
 gpuplug_status_t inspect_with(const PluginHooks& hooks, std::uint32_t ordinal, const void* image,
                               std::uint64_t size, gpuplug_module_inspection_t* out) noexcept;
 #endif
-/// The hook of P, detected: P::inspect_module when it has one with the SDK's signature.
+/// Whether P has an inspect_module hook with the SDK's signature.
+template <class P>
+inline constexpr bool has_inspect_hook =
+    requires(std::uint32_t o, std::span<const std::byte> i, ModuleInspection& m) {
+      P::inspect_module(o, i, m);
+    };
+/// P::inspect_module when P has one, else null. (make_table tests has_inspect_hook, not this
+/// pointer: GCC does not fold a function address compared with null under -fsanitize=undefined.)
 template <class P>
 constexpr auto inspect_hook_of() noexcept
     -> void (*)(std::uint32_t, std::span<const std::byte>, ModuleInspection&) {
-  if constexpr (requires(std::uint32_t o, std::span<const std::byte> i, ModuleInspection& m) {
-                  P::inspect_module(o, i, m);
-                }) {
+  if constexpr (has_inspect_hook<P>) {
     return &P::inspect_module;
   } else {
     return nullptr;
@@ -398,7 +403,7 @@ gpuplug_plugin_v1 make_table() noexcept {
   };
   fill_instance_slots(t);
 #if GPUPLUG_ABI_VERSION_MINOR >= 1
-  if constexpr (inspect_hook_of<P>() != nullptr) {
+  if constexpr (has_inspect_hook<P>) {
     t.inspect_module = [](std::uint32_t ordinal, const void* image, std::uint64_t size,
                           gpuplug_module_inspection_t* out) noexcept {
       return inspect_with(hooks_of<P>, ordinal, image, size, out);
