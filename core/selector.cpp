@@ -205,6 +205,13 @@ std::vector<SelectorItem> parse_selector(std::string_view selector) {
 
 std::string Selection::explain() const {
   std::string text = "chose " + chosen;
+  // auto ranked: where the choice stood (a refused better candidate puts it below 1).
+  for (std::size_t i = 0; i < ranking.size(); ++i) {
+    if (ranking[i].starts_with(std::to_string(i + 1) + ". " + chosen + " ")) {
+      text += ", ranked " + std::to_string(i + 1) + " of " + std::to_string(ranking.size());
+      break;
+    }
+  }
   if (!passed_over.empty()) text += " (" + support::join(passed_over, "; ") + ")";
   return text;
 }

@@ -115,7 +115,9 @@ struct Selection {
   /// then total_memory, then compute_units, larger first), then discovery order, then ordinal.
   /// Plugins that cannot be used rank nowhere: their reasons are in passed_over.
   std::vector<std::string> ranking;
-  std::string explain() const;            // one line: "chose host:0 (cuda: ...; hip: ...)"
+  /// One line: "chose host:0 (cuda: ...; hip: ...)"; when auto ranked, with the winner's rank:
+  /// "chose cuda:0, ranked 1 of 2 (hip: ...)".
+  std::string explain() const;
 };
 
 /// What a plugin says of a kernel module image for one of its devices, without loading it

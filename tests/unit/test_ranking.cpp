@@ -79,6 +79,7 @@ BOOST_AUTO_TEST_CASE(auto_picks_the_gpu_over_earlier_emulator_and_old_plugins) {
       BOOST_TEST(contains(s.ranking[3], "4. host:0 cpu"));
       BOOST_TEST(contains(s.ranking[4], "5. fake_emu:0 emulator, score: 50000 GFLOP/s"));
       BOOST_TEST(s.passed_over.empty());  // nothing was unusable or refused
+      BOOST_TEST(s.explain() == "chose fake_gpu:0, ranked 1 of 5");
     }
   }
 }
@@ -105,7 +106,7 @@ BOOST_AUTO_TEST_CASE(classes_below_the_gpus_keep_their_order) {
   BOOST_TEST(order(s2) == want2, boost::test_tools::per_element());
   BOOST_TEST_REQUIRE(s2.passed_over.size() == 1u);
   BOOST_TEST(contains(s2.passed_over[0], "fake_missing: "));
-  BOOST_TEST(contains(s2.explain(), "chose host:0 (fake_missing: "));
+  BOOST_TEST(contains(s2.explain(), "chose host:0, ranked 1 of 2 (fake_missing: "), s2.explain());
 }
 
 // Within a class the larger score wins whatever the discovery order; equal scores keep
