@@ -317,6 +317,19 @@ std::vector<PluginInfo> PluginRegistry::plugins() const {
   return out;
 }
 
+namespace {
+
+/// The registry knows no plugin until it has looked: say so instead of "unknown backend".
+void require_discovered(bool discovered, std::string_view selector) {
+  if (discovered) return;
+  parse_selector(selector);  // a malformed selector is still reported as such
+  throw Error(Status::not_found, "",
+              "no plugins discovered: call discover() first (selector '" + std::string(selector) +
+                  "')");
+}
+
+}  // namespace
+
 std::shared_ptr<GpuBackend> PluginRegistry::create(std::string_view selector,
                                                    const Options& options) {
   return select(selector, options).backend;
@@ -333,13 +346,7 @@ Selection PluginRegistry::select(std::string_view selector, const Options& optio
     snapshot = impl_->entries;
     discovered = impl_->discovered;
   }
-  if (!discovered) {
-    // The registry knows no plugin until it has looked: say so instead of "unknown backend".
-    parse_selector(selector);  // a malformed selector is still reported as such
-    throw Error(Status::not_found, "",
-                "no plugins discovered: call discover() first (selector '" + std::string(selector) +
-                    "')");
-  }
+  require_discovered(discovered, selector);
   detail::SelectionOutcome outcome = detail::select_backend(selector, snapshot, options);
   if (auto& fallback = outcome.fallback) {
     bool first;
@@ -350,6 +357,19 @@ Selection PluginRegistry::select(std::string_view selector, const Options& optio
     if (first) log(fallback->first, channel, fallback->second);
   }
   return std::move(outcome.selection);
+}
+
+Selection PluginRegistry::dry_run(std::string_view selector) const {
+  std::vector<PluginEntry> snapshot;
+  bool discovered = false;
+  {
+    std::lock_guard lock(impl_->mutex);
+    snapshot = impl_->entries;
+    discovered = impl_->discovered;
+  }
+  require_discovered(discovered, selector);
+  const Options none{};
+  return detail::select_backend(selector, snapshot, none, /*dry_run=*/true).selection;
 }
 
 ModuleInspection PluginRegistry::inspect_module(std::string_view plugin, std::uint32_t ordinal,

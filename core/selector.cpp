@@ -11,6 +11,7 @@
 #include <gpuplug/support/text.hpp>
 #include <limits>
 #include <memory>
+#include <tuple>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -204,6 +205,13 @@ std::vector<SelectorItem> parse_selector(std::string_view selector) {
 
 std::string Selection::explain() const {
   std::string text = "chose " + chosen;
+  // auto ranked: where the choice stood (a refused better candidate puts it below 1).
+  for (std::size_t i = 0; i < ranking.size(); ++i) {
+    if (ranking[i].starts_with(std::to_string(i + 1) + ". " + chosen + " ")) {
+      text += ", ranked " + std::to_string(i + 1) + " of " + std::to_string(ranking.size());
+      break;
+    }
+  }
   if (!passed_over.empty()) text += " (" + support::join(passed_over, "; ") + ")";
   return text;
 }
@@ -232,14 +240,76 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
+/// auto's order of device classes: 0 is tried first. `unknown` (a plugin older than ABI 1.1)
+/// ranks as an accelerator, below any plugin that declares a GPU; the plugin named "host" is the
+/// CPU whatever it declares, as auto has always tried it after the GPU plugins.
+int class_rank(const PluginEntry& e, const DeviceInfo& d) {
+  switch (d.device_class) {
+    case DeviceClass::discrete_gpu: return 0;
+    case DeviceClass::integrated_gpu: return 1;
+    case DeviceClass::accelerator: return 2;
+    case DeviceClass::cpu: return 3;
+    case DeviceClass::emulator: return 4;
+    case DeviceClass::unknown: break;
+  }
+  // Any other value (unknown, or a class from a later ABI this core does not know) is unknown.
+  return is_host(e.info.name) ? 3 : 2;
+}
+
+/// The class auto ranks `d` as (its declared class, or what unknown counts as).
+std::string_view ranked_class(const PluginEntry& e, const DeviceInfo& d) {
+  static constexpr std::string_view names[] = {"discrete_gpu", "integrated_gpu", "accelerator",
+                                               "cpu", "emulator"};
+  return names[class_rank(e, d)];
+}
+
+/// One device that auto may choose; `discovery` is its plugin's place in discovery order.
+struct Candidate {
+  const PluginEntry* entry;
+  const DeviceInfo* device;
+  std::size_t discovery;
+};
+
+/// The score within a class, compared field by field, larger first: peak_gflops (0 when the
+/// plugin does not know it), then total_memory, then compute_units. Plain numbers the plugin
+/// declared; no weighting, so that the order is easy to predict and to explain.
+std::tuple<std::uint64_t, std::uint64_t, std::uint32_t> score(const DeviceInfo& d) {
+  return {d.peak_gflops, d.total_memory, d.compute_units};
+}
+
+/// Sorts best first: class (class_rank), then score, then discovery order, then ordinal.
+void rank_candidates(std::vector<Candidate>& c) {
+  std::stable_sort(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) {
+    const int ca = class_rank(*a.entry, *a.device);
+    const int cb = class_rank(*b.entry, *b.device);
+    if (ca != cb) return ca < cb;
+    if (score(*a.device) != score(*b.device)) return score(*a.device) > score(*b.device);
+    if (a.discovery != b.discovery) return a.discovery < b.discovery;
+    return a.device->ordinal < b.device->ordinal;
+  });
+}
+
+/// "discrete_gpu (declared discrete_gpu), score: 1000 GFLOP/s, 8192 MiB, 16 CUs".
+std::string describe_rank(const PluginEntry& e, const DeviceInfo& d) {
+  std::string text(ranked_class(e, d));
+  if (to_string(d.device_class) != text) text += " (declared " + to_string(d.device_class) + ")";
+  text += ", score: " + (d.peak_gflops != 0 ? std::to_string(d.peak_gflops) + " GFLOP/s"
+                                           : std::string("peak unknown")) +
+          ", " + std::to_string(d.total_memory >> 20) + " MiB, " +
+          std::to_string(d.compute_units) + " CUs";
+  return text;
+}
+
 /// What trying one or more candidates gave, in the order they were tried.
 struct Attempt {
   std::shared_ptr<GpuBackend> backend;  // set when a candidate worked
+  std::string chosen;                   // "cuda:0" when a candidate worked (or would, dry run)
   std::vector<std::string> refused;     // "cuda: driver missing: ..."
   Status status = Status::unavailable;  // why the last refusing candidate refused
   std::size_t refusing = 0;             // absorbed attempts that refused something
   bool mixed = false;                   // those attempts refused with different statuses
   bool gpu_failed = false;  // an available non-host plugin failed to create its backend
+  std::vector<std::string> ranking;  // auto's candidates, best first (Selection::ranking)
 
   /// The one way attempts combine: `later` was tried after everything here, so its refusals
   /// follow ours, its status (when it refused something) becomes ours, and its backend, if it
@@ -253,6 +323,8 @@ struct Attempt {
     }
     gpu_failed = gpu_failed || later.gpu_failed;
     if (later.backend) backend = std::move(later.backend);
+    if (!later.chosen.empty()) chosen = std::move(later.chosen);
+    for (auto& r : later.ranking) ranking.push_back(std::move(r));
   }
 };
 
@@ -260,18 +332,22 @@ struct Attempt {
 /// `tried_` absorbs every selector item in turn.
 class Selector {
  public:
-  Selector(std::string_view selector, std::span<const PluginEntry> entries, const Options& options)
-      : selector_(selector), entries_(entries), options_(options) {}
+  Selector(std::string_view selector, std::span<const PluginEntry> entries, const Options& options,
+           bool dry_run)
+      : selector_(selector), entries_(entries), options_(options), dry_run_(dry_run) {}
 
   SelectionOutcome run() {
     for (const SelectorItem& item : parse_selector(selector_)) {
       tried_.absorb(item.name == "auto" ? try_auto(/*allow_env=*/true) : try_named(item));
-      if (tried_.backend) {
+      if (!tried_.chosen.empty()) {
         // An expansion ("auto", GPUPLUG_BACKEND) that succeeded still passed over candidates.
         SelectionOutcome out;
         out.selection.backend = std::move(tried_.backend);
-        out.selection.chosen = std::string(out.selection.backend->name());
+        out.selection.chosen = out.selection.backend
+                                   ? std::string(out.selection.backend->name())
+                                   : std::move(tried_.chosen);
         out.selection.passed_over = std::move(tried_.refused);
+        out.selection.ranking = std::move(tried_.ranking);
         out.fallback = fallback(out.selection);
         return out;
       }
@@ -415,10 +491,15 @@ class Selector {
     const std::uint32_t first = ordinal.value_or(0);
     const std::uint32_t last = ordinal ? *ordinal + 1 : count;
     for (std::uint32_t i = first; i < last; ++i) {
+      if (dry_run_) {  // discovery found the device usable: that is all a dry run asks
+        a.chosen = name + ":" + std::to_string(i);
+        return a;
+      }
       try {
         // Loaded into this process only now (isolated discovery probed it in a child).
         const auto [library, table] = acquire_library(e);
         a.backend = std::make_shared<PluginBackend>(library, table, i, options_);
+        a.chosen = std::string(a.backend->name());
         return a;
       } catch (const Error& err) {
         // The plugin refused the caller's options: that is the caller's to fix, whatever else
@@ -443,16 +524,41 @@ class Selector {
         return try_env(env->c_str());
       }
     }
-    // Every plugin but host in discovery order (GPUs first), then host.
+    // Plugins that cannot be used are passed over first, in discovery order (they rank nowhere);
+    // then every device of the usable ones is tried, best ranked first (rank_candidates).
     Attempt all;
-    for (int pass = 0; pass < 2; ++pass) {
-      for (const PluginEntry& e : entries_) {
-        if (is_host(e.info.name) != (pass == 1)) continue;
-        if (e.info.reason == PluginReason::duplicate_name) continue;  // its namesake speaks for it
+    std::vector<Candidate> ranked;
+    for (std::size_t i = 0; i < entries_.size(); ++i) {
+      const PluginEntry& e = entries_[i];
+      if (e.info.reason == PluginReason::duplicate_name) continue;  // its namesake speaks for it
+      if (e.info.state != PluginState::available || e.info.devices.empty()) {
         all.absorb(try_entry(e, std::nullopt));
-        if (all.backend) return all;
+        continue;
       }
+      for (const DeviceInfo& d : e.info.devices) ranked.push_back({&e, &d, i});
     }
+    rank_candidates(ranked);
+    std::string winner;
+    for (std::size_t r = 0; r < ranked.size(); ++r) {
+      const Candidate& c = ranked[r];
+      std::string line = std::to_string(r + 1) + ". " + c.entry->info.name + ":" +
+                         std::to_string(c.device->ordinal) + " " + describe_rank(*c.entry, *c.device) + ": ";
+      if (!winner.empty()) {
+        all.ranking.push_back(line + "ranked below " + winner);
+        continue;
+      }
+      Attempt one = try_entry(*c.entry, c.device->ordinal);
+      if (!one.chosen.empty()) {
+        winner = one.chosen;
+        line += dry_run_ ? "would be chosen" : "chosen";
+      } else {
+        line += "refused (" + (one.refused.empty() ? std::string("no reason") : one.refused.back()) +
+                ")";
+      }
+      all.ranking.push_back(std::move(line));
+      all.absorb(std::move(one));
+    }
+    if (!all.chosen.empty()) return all;
     if (entries_.empty()) {
       std::vector<std::string> searched;
       for (const auto& p : PluginRegistry::search_path()) searched.push_back(p.string());
@@ -520,6 +626,7 @@ class Selector {
   std::string selector_;
   std::span<const PluginEntry> entries_;
   const Options& options_;
+  bool dry_run_ = false;  // dry_run(): say what would be chosen, create nothing
   Attempt tried_;  // every selector item tried so far
   std::optional<std::string> env_;  // GPUPLUG_BACKEND, once it replaced an "auto"
 };
@@ -527,8 +634,8 @@ class Selector {
 }  // namespace
 
 SelectionOutcome select_backend(std::string_view selector, std::span<const PluginEntry> entries,
-                                const Options& options) {
-  return Selector(selector, entries, options).run();
+                                const Options& options, bool dry_run) {
+  return Selector(selector, entries, options, dry_run).run();
 }
 
 }  // namespace detail

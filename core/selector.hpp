@@ -23,10 +23,12 @@ struct SelectionOutcome {
 };
 
 /// Runs `selector` (parse_selector's syntax; "auto" expands to GPUPLUG_BACKEND when set, else to
-/// every GPU plugin in discovery order and then host) over `entries`, making the first backend
-/// that works with `options`. Throws Error naming the selector and every refusal when nothing
-/// works, or when a required item ('!') cannot be used. Runs without the registry's lock.
+/// every device of the usable plugins, ranked by class, score and discovery order) over
+/// `entries`, making the first backend that works with `options`. Throws Error naming the
+/// selector and every refusal when nothing works, or when a required item ('!') cannot be used.
+/// With `dry_run`, creates nothing: the first candidate that discovery found usable is chosen
+/// (Selection::backend stays null). Runs without the registry's lock.
 SelectionOutcome select_backend(std::string_view selector, std::span<const PluginEntry> entries,
-                                const Options& options);
+                                const Options& options, bool dry_run = false);
 
 }  // namespace gpuplug::detail

@@ -103,10 +103,21 @@ std::vector<SelectorItem> parse_selector(std::string_view selector);
 
 /// The outcome of a selection: the backend and why earlier candidates were passed over.
 struct Selection {
-  std::shared_ptr<GpuBackend> backend;
+  std::shared_ptr<GpuBackend> backend;    // null from PluginRegistry::dry_run
   std::string chosen;                     // "host:0"
   std::vector<std::string> passed_over;   // "cuda: driver missing: libcuda.so.1 not found"
-  std::string explain() const;            // one line: "chose host:0 (cuda: ...; hip: ...)"
+  /// When "auto" ran (not replaced by GPUPLUG_BACKEND): every device of the usable plugins, best
+  /// first, one line each with its rank, the class it ranked as, its score and its fate:
+  /// "1. cuda:0 discrete_gpu, score: 989000 GFLOP/s, 143771 MiB, 132 CUs: chosen",
+  /// "2. host:0 cpu, score: ...: ranked below cuda:0", or "...: refused (<why>)" when its create
+  /// failed. The order: class (discrete_gpu, integrated_gpu, accelerator, cpu, emulator; a
+  /// plugin older than ABI 1.1 declares none and ranks as accelerator), then score (peak_gflops,
+  /// then total_memory, then compute_units, larger first), then discovery order, then ordinal.
+  /// Plugins that cannot be used rank nowhere: their reasons are in passed_over.
+  std::vector<std::string> ranking;
+  /// One line: "chose host:0 (cuda: ...; hip: ...)"; when auto ranked, with the winner's rank:
+  /// "chose cuda:0, ranked 1 of 2 (hip: ...)".
+  std::string explain() const;
 };
 
 /// What a plugin says of a kernel module image for one of its devices, without loading it
@@ -174,8 +185,13 @@ class PluginRegistry {
   /// A fallback is logged at info level (a warning only when a GPU that discovery found usable
   /// failed to create its backend); its reasons are in the Selection.
   std::shared_ptr<GpuBackend> create(std::string_view selector = "auto", const Options& options = {});
-  /// As create, but also says why: what was chosen and what was passed over.
+  /// As create, but also says why: what was chosen, what was passed over, and auto's ranking.
   Selection select(std::string_view selector = "auto", const Options& options = {});
+  /// A dry run of select (`gpuplug list --explain`): what `selector` would choose from what
+  /// discovery found, creating no backend (`backend` is null), so nothing is loaded or
+  /// initialised. A candidate whose create would fail still shows as chosen; the errors are
+  /// select's, except that no option is checked (no plugin sees them).
+  Selection dry_run(std::string_view selector = "auto") const;
 
   /// Kernel preflight: which of `image`'s targets would load on device `ordinal` of plugin
   /// `plugin` ("cuda"), and the kernels and globals it defines, without loading it or creating a

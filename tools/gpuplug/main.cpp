@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <gpuplug/gpuplug.hpp>
 #include <iostream>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -12,6 +13,7 @@
 #include <gpuplug/support/escape.hpp>
 
 #include "check.hpp"
+#include "explain.hpp"
 #include "modules.hpp"
 
 namespace {
@@ -52,6 +54,7 @@ void print_usage(std::ostream& os) {
         "\n"
         "commands:\n"
         "  list [--json]   every candidate plugin: path, version, ABI, status, reason, devices\n"
+        "  list --explain SELECTOR   a dry run: what SELECTOR (\"auto\") would choose, and why\n"
         "  check [--backend SEL | --plugin FILE]\n"
         "                  the conformance suite against one backend (see 'gpuplug check --help')\n"
         "  modules [--backend SEL] [--modules DIR] [--json]\n"
@@ -212,12 +215,28 @@ void list_json(const std::vector<gpuplug::PluginInfo>& plugins) {
 
 int cmd_list(Args args) {
   bool json = false;
-  for (std::string_view a : args) {
+  std::optional<std::string_view> explain;  // --explain SELECTOR
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string_view a = args[i];
     if (a == "--json") {
       json = true;
+    } else if (a == "--explain" || a.starts_with("--explain=")) {
+      if (a == "--explain") {
+        if (i + 1 >= args.size()) return usage_error("list: --explain needs a SELECTOR (e.g. auto)");
+        explain = args[++i];
+      } else {
+        explain = a.substr(std::string_view("--explain=").size());
+      }
     } else if (a == "--help" || a == "-h") {
       std::cout
-          << "usage: gpuplug list [--json]\n"
+          << "usage: gpuplug list [--json | --explain SELECTOR]\n"
+             "\n"
+             "--explain SELECTOR: a dry run of selecting SELECTOR (\"auto\", \"cuda:1,host\"):\n"
+             "what it would choose and why, creating no backend. For auto, every device of the\n"
+             "usable plugins, ranked by class (discrete_gpu, integrated_gpu, accelerator, cpu,\n"
+             "emulator; a plugin older than ABI 1.1 ranks as accelerator), then score (peak\n"
+             "GFLOP/s, then memory, then compute units), then discovery order, then ordinal;\n"
+             "then every plugin passed over and why. Exit 1 when nothing would be chosen.\n"
              "\n"
              "Text: whatever a plugin or a file name supplied is printed escaped: backslash as\n"
              "\\\\, tab/newline/return as \\t \\n \\r, other control bytes, DEL and bytes that\n"
@@ -235,8 +254,10 @@ int cmd_list(Args args) {
       return usage_error("list: unknown option '" + std::string(a) + "'");
     }
   }
+  if (json && explain) return usage_error("list: --json and --explain do not combine");
   gpuplug::PluginRegistry registry;
   registry.discover();  // never throws for a broken plugin: each entry says why
+  if (explain) return explain_selection(registry, *explain);
   const auto plugins = registry.plugins();
   if (json) {
     list_json(plugins);
