@@ -345,8 +345,17 @@ BOOST_AUTO_TEST_CASE(inspect_module_picks_each_device_s_code_object, *full_fake(
       out->struct_size = sizeof *out;
       BOOST_TEST_REQUIRE(table().inspect_module(ordinal, image->data(), image->size(), out.get()) ==
                          GPUPLUG_STATUS_SUCCESS);
-      BOOST_TEST(out->loadable == 1);
-      BOOST_TEST(std::string(out->target) == expected[ordinal]);
+      // The sanitizer presets build the bundles for fewer processors (GPUPLUG_HIP_TARGETS in
+      // CMakePresets.json): there gfx1030 is not in the image, and the answer must say so.
+      const std::string targets = " " + std::string(out->targets) + " ";
+      if (contains(targets, " " + std::string(expected[ordinal]) + " ")) {
+        BOOST_TEST(out->loadable == 1);
+        BOOST_TEST(std::string(out->target) == expected[ordinal]);
+      } else {
+        BOOST_TEST(out->loadable == 0);
+        BOOST_TEST(contains(out->reason, std::string("no code object for ") + expected[ordinal]),
+                   out->reason);
+      }
       BOOST_TEST(std::string(out->format) == "offload bundle");
       BOOST_TEST(std::string(out->functions) == "gemm_a_e4m3\ngemm_f32");
       BOOST_TEST(contains(out->symbols, "gemm_f32_n_tile=64"), out->symbols);
