@@ -298,6 +298,10 @@ Result run_case(const Case& c, const Target& target, const KnownFailures& known)
   } catch (const CheckFailure& f) {
     r.outcome = Outcome::failed;
     r.reason = f.what();
+    // A bare check prints only its expression and a line of a source file the kit does not
+    // install: say in words what the case was checking, so the line stands on its own.
+    if (f.message().starts_with("check failed: ") && !c.summary.empty())
+      r.reason += "; the case checks that " + std::string(c.summary);
   } catch (const Skip& s) {
     r.outcome = Outcome::skipped;
     r.reason = s.what();

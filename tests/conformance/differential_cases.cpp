@@ -32,8 +32,9 @@ void check_gemm(const std::vector<float>& got, const std::vector<double>& exact,
     if (!(err <= bound)) {  // also catches NaN: an element never written stays NaN
       std::ostringstream os;
       os.precision(9);
-      os << what << ": C[" << i / n << "][" << i % n << "] = " << got[i] << ", exact " << exact[i]
-         << ", error " << err << " > bound " << bound;
+      os << what << " (C = A x B, all row-major): C[" << i / n << "][" << i % n << "] (index "
+         << i << ") = " << got[i] << ", exact " << exact[i] << ", error " << err << " > bound "
+         << bound;
       fail(os.str());
     }
   }
@@ -103,8 +104,11 @@ void diff_axpy(Context& ctx) {
   const auto y = random_floats(n, 0.001f, 1000.0f, 12);
   const float a = 1.37f;
   const auto got = run_axpy(gpu, a, x, y);
-  check_within_ulps(got, reference_axpy(a, x, y), 1, "axpy vs CPU");
-  check_within_ulps(got, run_axpy(ref, a, x, y), 1, "axpy vs host backend");
+  const InputText inputs = [&](std::size_t i) {
+    return "a = " + float_text(a) + ", x = " + float_text(x[i]) + ", y = " + float_text(y[i]);
+  };
+  check_within_ulps(got, reference_axpy(a, x, y), 1, "axpy vs CPU", inputs);
+  check_within_ulps(got, run_axpy(ref, a, x, y), 1, "axpy vs host backend", inputs);
 }
 
 void diff_gemm(Context& ctx, std::string_view func, bool a_e4m3) {
@@ -145,8 +149,9 @@ void diff_cast_f32_e4m3(Context& ctx) {
   std::vector<std::uint8_t> want(in.size());
   for (std::size_t i = 0; i < in.size(); ++i) want[i] = reference_f32_to_e4m3(in[i]);
   const auto got = run_cast_f32_e4m3(gpu, in);
-  check_bytes_equal(got, want, "cast_f32_e4m3 vs kernels/common/e4m3.h");
-  check_bytes_equal(got, run_cast_f32_e4m3(ref, in), "cast_f32_e4m3 vs host backend");
+  const InputText input = [&](std::size_t i) { return "f32 input " + float_text(in[i]); };
+  check_bytes_equal(got, want, "cast_f32_e4m3 vs the reference (e4m3.h)", input);
+  check_bytes_equal(got, run_cast_f32_e4m3(ref, in), "cast_f32_e4m3 vs host backend", input);
 }
 
 void diff_cast_e4m3_f32(Context& ctx) {
@@ -158,8 +163,13 @@ void diff_cast_e4m3_f32(Context& ctx) {
   std::vector<float> want(in.size());
   for (std::size_t i = 0; i < in.size(); ++i) want[i] = reference_e4m3_to_f32(in[i]);
   const auto got = run_cast_e4m3_f32(gpu, in);
-  check_bits_equal(got, want, "cast_e4m3_f32 vs kernels/common/e4m3.h");
-  check_bits_equal(got, run_cast_e4m3_f32(ref, in), "cast_e4m3_f32 vs host backend");
+  const InputText input = [&](std::size_t i) {
+    std::ostringstream os;
+    os << "E4M3 code 0x" << std::hex << unsigned{in[i]};
+    return os.str();
+  };
+  check_bits_equal(got, want, "cast_e4m3_f32 vs the reference (e4m3.h)", input);
+  check_bits_equal(got, run_cast_e4m3_f32(ref, in), "cast_e4m3_f32 vs host backend", input);
   // The signed codes by their literal bits, independently of the reference: the sign is set on
   // the bits, so -0 and -NaN are exact on every backend (a float negate of NaN is not, in PTX).
   const std::pair<std::uint8_t, std::uint32_t> pinned[] = {

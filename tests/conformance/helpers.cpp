@@ -2,6 +2,7 @@
 // Conformance helpers: owned buffers, kernel launches by the kernel contract, CPU references.
 #include "helpers.hpp"
 
+#include <iomanip>
 #include <dlfcn.h>
 
 #include <e4m3.h>
@@ -9,6 +10,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <iomanip>
 #include <limits>
 #include <random>
 
@@ -221,8 +223,23 @@ std::vector<float> random_floats(std::size_t n, float lo, float hi, std::uint32_
   return out;
 }
 
+namespace {
+/// " for <inputs>" when the caller described them, else "".
+std::string inputs_of(const InputText& input, std::size_t i) {
+  return input ? " for " + input(i) : std::string();
+}
+}  // namespace
+
+std::string float_text(float f) {
+  std::ostringstream os;
+  os.precision(9);
+  os << f << " (0x" << std::hex << std::setw(8) << std::setfill('0') << float_bits(f) << ")";
+  return os.str();
+}
+
 void check_within_ulps(const std::vector<float>& got, const std::vector<float>& want,
-                       std::uint64_t max_ulps, std::string_view what, std::source_location where) {
+                       std::uint64_t max_ulps, std::string_view what, const InputText& input,
+                       std::source_location where) {
   if (got.size() != want.size()) {
     fail(std::string(what) + ": " + std::to_string(got.size()) + " results, expected " +
              std::to_string(want.size()),
@@ -231,37 +248,34 @@ void check_within_ulps(const std::vector<float>& got, const std::vector<float>& 
   for (std::size_t i = 0; i < got.size(); ++i) {
     const bool same_nan = std::isnan(got[i]) && std::isnan(want[i]);
     if (!same_nan && (std::isnan(got[i]) || ulp_distance(got[i], want[i]) > max_ulps)) {
-      std::ostringstream os;
-      os.precision(9);
-      os << what << ": element " << i << " is " << got[i] << ", expected " << want[i] << " (within "
-         << max_ulps << " ulp)";
-      fail(os.str(), where);
+      fail(std::string(what) + ": element " + std::to_string(i) + inputs_of(input, i) + " is " +
+               float_text(got[i]) + ", expected " + float_text(want[i]) + " (within " +
+               std::to_string(max_ulps) + " ulp)",
+           where);
     }
   }
 }
 
 void check_bits_equal(const std::vector<float>& got, const std::vector<float>& want,
-                      std::string_view what, std::source_location where) {
+                      std::string_view what, const InputText& input, std::source_location where) {
   if (got.size() != want.size()) fail(std::string(what) + ": result size differs", where);
   for (std::size_t i = 0; i < got.size(); ++i) {
     if (float_bits(got[i]) != float_bits(want[i])) {
-      std::ostringstream os;
-      os.precision(9);
-      os << what << ": element " << i << " is " << got[i] << " (0x" << std::hex
-         << float_bits(got[i]) << "), expected " << std::dec << want[i] << " (0x" << std::hex
-         << float_bits(want[i]) << ")";
-      fail(os.str(), where);
+      fail(std::string(what) + ": element " + std::to_string(i) + inputs_of(input, i) + " is " +
+               float_text(got[i]) + ", expected " + float_text(want[i]),
+           where);
     }
   }
 }
 
 void check_bytes_equal(const std::vector<std::uint8_t>& got, const std::vector<std::uint8_t>& want,
-                       std::string_view what, std::source_location where) {
+                       std::string_view what, const InputText& input, std::source_location where) {
   if (got.size() != want.size()) fail(std::string(what) + ": result size differs", where);
   for (std::size_t i = 0; i < got.size(); ++i) {
     if (got[i] != want[i]) {
       std::ostringstream os;
-      os << what << ": byte " << i << " is 0x" << std::hex << unsigned{got[i]} << ", expected 0x"
+      os << what << ": byte " << i << inputs_of(input, i) << " is 0x" << std::hex << std::setw(2)
+         << std::setfill('0') << unsigned{got[i]} << ", expected 0x" << std::setw(2)
          << unsigned{want[i]};
       fail(os.str(), where);
     }

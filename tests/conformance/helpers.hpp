@@ -14,7 +14,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "cases.hpp"
@@ -111,18 +113,25 @@ std::uint64_t ulp_distance(float a, float b) noexcept;
 /// `n` uniform values in [lo, hi), reproducible from `seed`.
 std::vector<float> random_floats(std::size_t n, float lo, float hi, std::uint32_t seed);
 
+/// Describes the inputs that produced element i of a result ("x = 1.5, y = 2"), so that a failure
+/// message says what went in as well as what came out: the kit installs no test sources, so a
+/// message must stand on its own.
+using InputText = std::function<std::string(std::size_t)>;
+
 /// Checks every element of `got` within `max_ulps` of `want`; the message names the first
-/// mismatch, its index and both values.
+/// mismatch, its index, both values and, when `input` is given, the inputs.
 void check_within_ulps(const std::vector<float>& got, const std::vector<float>& want,
-                       std::uint64_t max_ulps, std::string_view what,
+                       std::uint64_t max_ulps, std::string_view what, const InputText& input = {},
                        std::source_location where = std::source_location::current());
-/// Bitwise equality, naming the first mismatch.
+/// Bitwise equality, naming the first mismatch (value and bits) and its inputs.
 void check_bits_equal(const std::vector<float>& got, const std::vector<float>& want,
-                      std::string_view what,
+                      std::string_view what, const InputText& input = {},
                       std::source_location where = std::source_location::current());
 void check_bytes_equal(const std::vector<std::uint8_t>& got, const std::vector<std::uint8_t>& want,
-                       std::string_view what,
+                       std::string_view what, const InputText& input = {},
                        std::source_location where = std::source_location::current());
+/// "1.0625 (0x3f880000)": a float with its bits, as failure messages print inputs and results.
+std::string float_text(float f);
 
 /// Lowers the gpuplug log threshold for a scope (e.g. around an intentional sweep warning).
 class ScopedLogLevel {

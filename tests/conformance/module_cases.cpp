@@ -165,7 +165,10 @@ void launch_axpy_checked(Context& ctx) {
     auto got = dy.download<float>(n + 1);
     GPUPLUG_CHECK_MSG(got[n] == -7.0f, "axpy(n=" << n << ") wrote past n");
     got.pop_back();
-    check_within_ulps(got, reference_axpy(3.0f, x, y), 1, "axpy(n=" + std::to_string(n) + ")");
+    check_within_ulps(got, reference_axpy(3.0f, x, y), 1, "axpy(n=" + std::to_string(n) + ")",
+                      [&](std::size_t i) {
+                        return "a = 3, x = " + float_text(x[i]) + ", y = " + float_text(y[i]);
+                      });
   }
 }
 
@@ -199,7 +202,10 @@ void activation_bias_relu(Context& ctx) {
     }
   }
   check_bits_equal(run_bias_relu(gpu, rows, cols, bias, x), want,
-                   "bias_relu (exact: one addition, one max)");
+                   "bias_relu (exact: one addition, one max)", [&](std::size_t i) {
+                     return "row " + std::to_string(i / cols) + ", x = " + float_text(x[i]) +
+                            ", bias = " + float_text(bias[i % cols]);
+                   });
 }
 
 const Case cases[] = {

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "cases.hpp"
+#include "helpers.hpp"
 
 namespace conf = gpuplug::conformance;
 
@@ -88,6 +89,40 @@ BOOST_AUTO_TEST_CASE(outcomes) {
   BOOST_TEST(l.outcome == conf::Outcome::failed);
   BOOST_TEST(l.reason.find("left 1 allocation") != std::string::npos, l.reason);
   BOOST_TEST(l.reason.find("runner_leak") != std::string::npos, l.reason);
+}
+
+// A failure message stands on its own: the kit installs no test sources, so an author reading
+// `gpuplug check` output must learn from the line itself what was checked and with what inputs.
+BOOST_AUTO_TEST_CASE(failures_say_what_was_checked_and_with_which_inputs) {
+  const conf::KnownFailures none;
+  const auto bare = conf::run_case({"runner", "one plus one makes three", fails}, host_target(), none);
+  BOOST_TEST(bare.reason.find("the case checks that one plus one makes three") != std::string::npos,
+             bare.reason);
+  const auto worded = conf::run_case(
+      {"runner", "unused", [](conf::Context&) { conf::fail("a worded message"); }}, host_target(),
+      none);
+  BOOST_TEST(worded.reason.find("the case checks") == std::string::npos, worded.reason);
+
+  const std::vector<float> in = {1.0f, 1.0625f};
+  const auto message_of = [](auto&& check) {
+    try {
+      check();
+    } catch (const conf::CheckFailure& f) {
+      return f.message();
+    }
+    return std::string("(no failure)");
+  };
+  const std::string e4m3 = message_of([&] {
+    conf::check_bytes_equal({0x38, 0x39}, {0x38, 0x38}, "cast",
+                         [&](std::size_t i) { return "f32 input " + conf::float_text(in[i]); });
+  });
+  BOOST_TEST(e4m3 == "cast: byte 1 for f32 input 1.0625 (0x3f880000) is 0x39, expected 0x38");
+  const std::string ulps = message_of([&] {
+    conf::check_within_ulps({1.0f, 2.0f}, {1.0f, 1.5f}, 1, "axpy",
+                         [&](std::size_t i) { return "x = " + conf::float_text(in[i]); });
+  });
+  BOOST_TEST(ulps == "axpy: element 1 for x = 1.0625 (0x3f880000) is 2 (0x40000000), expected 1.5 "
+                     "(0x3fc00000) (within 1 ulp)");
 }
 
 BOOST_AUTO_TEST_CASE(known_failures_turn_into_xfail_and_xpass) {
