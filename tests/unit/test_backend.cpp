@@ -21,12 +21,16 @@
 #include <utility>
 #include <vector>
 
+#include "contains.hpp"
+#include "error_of.hpp"
 #include "test_print.hpp"
 
 namespace fs = std::filesystem;
 using gpuplug::DevicePtr;
 using gpuplug::Error;
 using gpuplug::Status;
+using gpuplug::test::contains;
+using gpuplug::test::error_of;
 
 namespace gpuplug {
 inline std::ostream& boost_test_print_type(std::ostream& os, const LogLevel& l) {
@@ -35,21 +39,6 @@ inline std::ostream& boost_test_print_type(std::ostream& os, const LogLevel& l) 
 }  // namespace gpuplug
 
 namespace {
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-template <class F>
-Error error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  BOOST_FAIL("expected gpuplug::Error");
-  return Error(Status::success, "", "");
-}
 
 /// The host kernel module file named `module` (whatever extension the host plugin uses).
 fs::path host_module_file(const std::string& module) {
@@ -286,19 +275,22 @@ BOOST_AUTO_TEST_CASE(load_module_file_names_the_file) {
   const Error bad = error_of([&] { gpu->load_module_file("junk", junk); });
   fs::remove(junk);
   BOOST_TEST(bad.status() == Status::invalid_image);
-  BOOST_TEST(std::string(bad.what()).starts_with("host:0: load_module_file (module junk, file '" +
-                                                 junk.string() + "'): "),
-             bad.what());
+  BOOST_TEST(
+      std::string(bad.what())
+          .starts_with("host:0: load_module_file (module junk, file '" + junk.string() + "'): "),
+      bad.what());
 
   // A path that cannot reach the plugin as a C string is refused before it.
   using namespace std::string_literals;
   const Error empty = error_of([&] { gpu->load_module_file("empty_path", fs::path()); });
   BOOST_TEST(empty.status() == Status::invalid_argument);
   BOOST_TEST(contains(empty.what(), "module empty_path: the file path is empty"), empty.what());
-  const Error nul = error_of(
-      [&] { gpu->load_module_file("nul_path", fs::path(host_module_file("axpy").string() + "\0x"s)); });
+  const Error nul = error_of([&] {
+    gpu->load_module_file("nul_path", fs::path(host_module_file("axpy").string() + "\0x"s));
+  });
   BOOST_TEST(nul.status() == Status::invalid_argument);
-  BOOST_TEST(contains(nul.what(), "module nul_path: the file path contains a NUL byte"), nul.what());
+  BOOST_TEST(contains(nul.what(), "module nul_path: the file path contains a NUL byte"),
+             nul.what());
   BOOST_TEST(!gpu->has_module("nul_path"));
 
   // A FIFO is refused, not waited on (by the plugin here: the host fills load_module_file).
@@ -330,8 +322,7 @@ bool sibling_loaded() {
 /// A fresh folder under the temporary directory, removed with everything in it.
 struct TempDir {
   explicit TempDir(const std::string& tag) {
-    std::string pattern =
-        (fs::temp_directory_path() / ("gpuplug-" + tag + "-XXXXXX")).string();
+    std::string pattern = (fs::temp_directory_path() / ("gpuplug-" + tag + "-XXXXXX")).string();
     BOOST_TEST_REQUIRE(::mkdtemp(pattern.data()) != nullptr);
     path = pattern;
   }
@@ -392,8 +383,7 @@ BOOST_AUTO_TEST_CASE(a_plugin_without_the_slot_loads_module_files_as_bytes) {
            {"wait", [&] { old->wait({}, gpuplug::Event{1}); }},
            {"synchronize", [&] { old->synchronize(gpuplug::Event{1}); }},
            {"query", [&] { (void)old->query(gpuplug::Event{1}); }},
-           {"elapsed_ms",
-            [&] { (void)old->elapsed_ms(gpuplug::Event{1}, gpuplug::Event{2}); }},
+           {"elapsed_ms", [&] { (void)old->elapsed_ms(gpuplug::Event{1}, gpuplug::Event{2}); }},
            {"destroy_event", [&] { old->destroy_event(gpuplug::Event{1}); }},
        }) {
     const Error unsupported = error_of(call);
@@ -428,8 +418,8 @@ BOOST_AUTO_TEST_CASE(a_plugin_without_the_slot_loads_module_files_as_bytes) {
   BOOST_TEST_REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   const Error not_regular = error_of([&] { old->load_module_file("fifo", fifo); });
   BOOST_TEST(not_regular.status() == Status::invalid_argument, not_regular.what());
-  BOOST_TEST(contains(not_regular.what(), "load_module_file: module fifo: cannot read '" +
-                                              fifo.string() + "'"),
+  BOOST_TEST(contains(not_regular.what(),
+                      "load_module_file: module fifo: cannot read '" + fifo.string() + "'"),
              not_regular.what());
   BOOST_TEST(contains(not_regular.what(), "is a FIFO, not a regular file"), not_regular.what());
 
@@ -463,7 +453,8 @@ BOOST_AUTO_TEST_CASE(names_with_a_nul_byte_are_refused) {
   using namespace std::string_view_literals;
   const Error load = error_of([&] { gpu->load_module("ax\0py"sv, std::span<const std::byte>{}); });
   BOOST_TEST(load.status() == Status::invalid_argument);
-  BOOST_TEST(contains(load.what(), "load_module: the module name contains a NUL byte"), load.what());
+  BOOST_TEST(contains(load.what(), "load_module: the module name contains a NUL byte"),
+             load.what());
   BOOST_TEST(error_of([&] { gpu->kernel("axpy\0x"sv, "axpy"); }).status() ==
              Status::invalid_argument);
   BOOST_TEST(error_of([&] { gpu->kernel("axpy", "axpy\0"sv); }).status() ==

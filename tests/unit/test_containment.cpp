@@ -15,6 +15,7 @@
 #include <map>
 #include <sstream>
 
+#include "contains.hpp"
 #include "scoped_env.hpp"
 #include "test_print.hpp"
 
@@ -22,16 +23,13 @@ namespace fs = std::filesystem;
 using gpuplug::PluginInfo;
 using gpuplug::PluginReason;
 using gpuplug::PluginState;
+using gpuplug::test::contains;
 using gpuplug::test::ScopedEnv;
 
 namespace {
 
 const fs::path hostile_dir = GPUPLUG_TEST_HOSTILE_PLUGIN_DIR;
 const fs::path plugin_dir = GPUPLUG_TEST_PLUGIN_DIR;
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 std::map<std::string, PluginInfo> by_file_name(const std::vector<PluginInfo>& plugins) {
   std::map<std::string, PluginInfo> out;

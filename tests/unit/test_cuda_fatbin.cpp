@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "contains.hpp"
 #include "gpuplug/support/files.hpp"
 
 #ifndef GPUPLUG_TEST_CUDA_ARCHS
@@ -32,6 +33,7 @@
     "tests/unit/CMakeLists.txt passes GPUPLUG_TEST_CUDA_ARCHS (GPUPLUG_CUDA_ARCHS joined by commas, e.g. \"80,90\")"
 #endif
 
+using gpuplug::test::contains;
 namespace {
 
 constexpr std::uint32_t kFatbinMagic = 0xBA55ED50u;
@@ -132,10 +134,6 @@ const std::vector<Module>& modules() {
       {"activation", {"bias_relu"}, {}},
   };
   return m;
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 }  // namespace

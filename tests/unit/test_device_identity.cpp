@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "contains.hpp"
+#include "error_of.hpp"
 #include "loader_env.hpp"
 #include "test_print.hpp"
 
@@ -32,22 +34,6 @@ inline std::ostream& boost_test_print_type(std::ostream& os, const DeviceClass& 
 }  // namespace gpuplug
 
 namespace {
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-template <class F>
-std::string error_of(F&& f, Status status) {
-  try {
-    f();
-  } catch (const Error& e) {
-    BOOST_TEST(e.status() == status, e.what());
-    return e.what();
-  }
-  BOOST_FAIL("expected gpuplug::Error(" << gpuplug::to_string(status) << ")");
-  return {};
-}
 
 DeviceInfo host_device(const gpuplug::PluginRegistry& registry) {
   for (const auto& p : registry.plugins()) {
@@ -205,8 +191,9 @@ BOOST_AUTO_TEST_CASE(a_1_0_plugin_reports_the_defaults) {
 // ---- selectors by uuid= and pci= ------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(parse_uuid_and_pci_items) {
-  const auto items = parse_selector("cuda:uuid=GPU-8932f937-d72c-4106-c12f-20bd9faed9f6!, "
-                                    "hip:pci=0000:c1:00.0,hip:pci=C1:1f.7,cuda:pci=00010000:02:00.1");
+  const auto items = parse_selector(
+      "cuda:uuid=GPU-8932f937-d72c-4106-c12f-20bd9faed9f6!, "
+      "hip:pci=0000:c1:00.0,hip:pci=C1:1f.7,cuda:pci=00010000:02:00.1");
   BOOST_TEST_REQUIRE(items.size() == 4u);
   BOOST_TEST(items[0].name == "cuda");
   BOOST_TEST(items[0].uuid.value() == "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6");
@@ -238,14 +225,15 @@ BOOST_AUTO_TEST_CASE(malformed_uuid_and_pci_values_name_the_selector) {
   };
   for (const auto& [selector, why] : cases) {
     BOOST_TEST_CONTEXT(selector) {
-      const std::string what = error_of([&] { parse_selector(selector); }, Status::invalid_argument);
+      const std::string what =
+          error_of([&] { parse_selector(selector); }, Status::invalid_argument).what();
       BOOST_TEST(contains(what, "'" + selector + "'"), what);
       BOOST_TEST(contains(what, why), what);
     }
   }
   // Other options in a selector are still options, with where they go.
   const std::string option =
-      error_of([&] { parse_selector("host:threads=4"); }, Status::invalid_argument);
+      error_of([&] { parse_selector("host:threads=4"); }, Status::invalid_argument).what();
   BOOST_TEST(contains(option, "holds an option ('threads=4')"), option);
 }
 
@@ -261,16 +249,17 @@ BOOST_AUTO_TEST_CASE(host_is_selected_by_its_uuid) {
   std::string upper = d.uuid;
   for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   BOOST_TEST(registry.select("host:uuid=" + upper + "!").chosen == "host:0");
-  BOOST_TEST(registry.select("host:uuid=GPU-" + d.uuid).chosen == "host:0");  // the prefix is optional
+  BOOST_TEST(registry.select("host:uuid=GPU-" + d.uuid).chosen ==
+             "host:0");  // the prefix is optional
 
   // A uuid that is not there: not_found, listing the devices that are.
   const std::string other = "00000000-0000-8000-8000-000000000000";
   const std::string what =
-      error_of([&] { registry.create("host:uuid=" + other); }, Status::not_found);
+      error_of([&] { registry.create("host:uuid=" + other); }, Status::not_found).what();
   BOOST_TEST(contains(what, "host:uuid=" + other + ": no such device"), what);
   BOOST_TEST(contains(what, "host has 0 (uuid " + d.uuid + ", pci none)"), what);
   // Required, at once; as a fallback, the next item is used.
-  error_of([&] { registry.create("host:uuid=" + other + "!,host"); }, Status::not_found);
+  error_of([&] { registry.create("host:uuid=" + other + "!,host"); }, Status::not_found).what();
   const auto fallback = registry.select("host:uuid=" + other + ",host");
   BOOST_TEST(fallback.chosen == "host:0");
   BOOST_TEST_REQUIRE(fallback.passed_over.size() == 1u);
@@ -280,7 +269,8 @@ BOOST_AUTO_TEST_CASE(host_is_selected_by_its_uuid) {
 BOOST_AUTO_TEST_CASE(a_pci_address_the_host_lacks_is_not_found) {
   gpuplug::PluginRegistry registry;
   registry.discover();
-  const std::string what = error_of([&] { registry.create("host:pci=c1:00.0"); }, Status::not_found);
+  const std::string what =
+      error_of([&] { registry.create("host:pci=c1:00.0"); }, Status::not_found).what();
   BOOST_TEST(contains(what, "host:pci=0000:c1:00.0: no such device (host has 0 (uuid "), what);
   BOOST_TEST(contains(what, "pci none)"), what);
 }

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "contains.hpp"
+#include "error_of.hpp"
 #include "loader_env.hpp"
 #include "test_print.hpp"
 
@@ -18,27 +20,10 @@ BOOST_TEST_GLOBAL_FIXTURE(LoaderEnvironment);
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 std::size_t occurrences(const std::string& text, const std::string& part) {
   std::size_t n = 0;
   for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
   return n;
-}
-
-/// Runs f, which must throw gpuplug::Error with `status`; returns the error.
-template <class F>
-Error error_of(F&& f, Status status) {
-  try {
-    f();
-  } catch (const Error& e) {
-    BOOST_TEST(e.status() == status, e.what());
-    return e;
-  }
-  BOOST_FAIL("expected gpuplug::Error(" << gpuplug::to_string(status) << ")");
-  return Error(Status::success, "", "");
 }
 
 struct Registry {

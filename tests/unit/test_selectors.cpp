@@ -4,6 +4,8 @@
 #include <boost/test/unit_test.hpp>
 #include <gpuplug/gpuplug.hpp>
 
+#include "contains.hpp"
+#include "error_of.hpp"
 #include "loader_env.hpp"
 #include "test_print.hpp"
 
@@ -15,23 +17,6 @@ using namespace gpuplug::test;
 BOOST_TEST_GLOBAL_FIXTURE(LoaderEnvironment);
 
 namespace {
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-/// Runs f, which must throw gpuplug::Error with `status`; returns its what().
-template <class F>
-std::string error_of(F&& f, Status status) {
-  try {
-    f();
-  } catch (const Error& e) {
-    BOOST_TEST(e.status() == status);
-    return e.what();
-  }
-  BOOST_FAIL("expected gpuplug::Error(" << gpuplug::to_string(status) << ")");
-  return {};
-}
 
 struct Registry {
   Registry() { registry.discover(); }
@@ -104,15 +89,16 @@ BOOST_AUTO_TEST_CASE(bad_selectors_name_the_selector_and_the_element) {
   for (const Case& c : cases) {
     BOOST_TEST_CONTEXT("selector '" << c.selector << "'") {
       const std::string what =
-          error_of([&] { parse_selector(c.selector); }, Status::invalid_argument);
+          error_of([&] { parse_selector(c.selector); }, Status::invalid_argument).what();
       BOOST_TEST(contains(what, "'" + std::string(c.selector) + "'"), what);
       BOOST_TEST(contains(what, c.element), what);
     }
   }
   BOOST_TEST(contains(
-      error_of([] { parse_selector("cuda:99999999999"); }, Status::invalid_argument), "too large"));
-  BOOST_TEST(
-      contains(error_of([] { parse_selector("auto:1"); }, Status::invalid_argument), "auto"));
+      error_of([] { parse_selector("cuda:99999999999"); }, Status::invalid_argument).what(),
+      "too large"));
+  BOOST_TEST(contains(error_of([] { parse_selector("auto:1"); }, Status::invalid_argument).what(),
+                      "auto"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -133,17 +119,17 @@ BOOST_AUTO_TEST_CASE(bad_ordinal_names_the_selector_and_the_count) {
   const std::size_t n = host_devices();
   BOOST_REQUIRE(n >= 1u);
   // An absent device is not_found, like an absent plugin (issue 20: one status per kind).
-  const std::string what = error_of([&] { registry.create("host:7"); }, Status::not_found);
+  const std::string what = error_of([&] { registry.create("host:7"); }, Status::not_found).what();
   BOOST_TEST(contains(what, "'host:7'"), what);
   BOOST_TEST(contains(what, "host has " + std::to_string(n) + " device"), what);
   // Required, the same error comes at once.
   const std::string required =
-      error_of([&] { registry.create("host:7!,host"); }, Status::not_found);
+      error_of([&] { registry.create("host:7!,host"); }, Status::not_found).what();
   BOOST_TEST(contains(required, "host has " + std::to_string(n) + " device"), required);
 }
 
 BOOST_AUTO_TEST_CASE(unknown_name_lists_the_known_ones) {
-  const std::string what = error_of([&] { registry.create("nosuch"); }, Status::not_found);
+  const std::string what = error_of([&] { registry.create("nosuch"); }, Status::not_found).what();
   BOOST_TEST(contains(what, "'nosuch'"), what);
   BOOST_TEST(contains(what, "nosuch: unknown backend (known: "), what);
   BOOST_TEST(contains(what, "host"), what);
@@ -172,13 +158,15 @@ BOOST_AUTO_TEST_CASE(a_list_falls_back_and_says_why) {
 BOOST_AUTO_TEST_CASE(required_unavailable_backend_fails_with_its_reason) {
   for (const char* selector : {"fake_missing!", "fake_missing!,host"}) {
     BOOST_TEST_CONTEXT(selector) {
-      const std::string what = error_of([&] { registry.create(selector); }, Status::unavailable);
+      const std::string what =
+          error_of([&] { registry.create(selector); }, Status::unavailable).what();
       BOOST_TEST(contains(what, "driver missing: libfakegpu.so.1 not found"), what);
       BOOST_TEST(contains(what, "required"), what);
     }
   }
   // Without '!' and nothing else to try, it is still an error naming the reason.
-  const std::string what = error_of([&] { registry.create("fake_missing"); }, Status::unavailable);
+  const std::string what =
+      error_of([&] { registry.create("fake_missing"); }, Status::unavailable).what();
   BOOST_TEST(contains(what, "no backend for selector 'fake_missing'"), what);
   BOOST_TEST(contains(what, "driver missing"), what);
 }
@@ -187,7 +175,7 @@ BOOST_AUTO_TEST_CASE(create_failures_fall_through) {
   // The host plugin refuses an unknown option at create; the error names the option.
   const gpuplug::Options bad{{"no_such_option", "1"}};
   const std::string what =
-      error_of([&] { registry.create("host", bad); }, Status::invalid_argument);
+      error_of([&] { registry.create("host", bad); }, Status::invalid_argument).what();
   BOOST_TEST(contains(what, "no_such_option"), what);
   BOOST_TEST(contains(what, "host:0: create: "), what);
 }
@@ -195,7 +183,7 @@ BOOST_AUTO_TEST_CASE(create_failures_fall_through) {
 BOOST_AUTO_TEST_CASE(options_reach_the_plugin) {
   auto gpu = registry.create("host", {{"device_memory_limit", "1M"}});
   const std::string what =
-      error_of([&] { gpu->alloc(std::size_t{2} << 20, "too big"); }, Status::out_of_memory);
+      error_of([&] { gpu->alloc(std::size_t{2} << 20, "too big"); }, Status::out_of_memory).what();
   BOOST_TEST(contains(what, "host:0: alloc: "), what);
 }
 
@@ -223,7 +211,7 @@ BOOST_AUTO_TEST_CASE(gpuplug_backend_replaces_auto) {
   }
   {
     ScopedEnv env("GPUPLUG_BACKEND", "fake_missing!");
-    const std::string what = error_of([&] { registry.create("auto"); }, Status::unavailable);
+    const std::string what = error_of([&] { registry.create("auto"); }, Status::unavailable).what();
     BOOST_TEST(contains(what, "GPUPLUG_BACKEND"), what);
     BOOST_TEST(contains(what, "driver missing"), what);
     // An explicit selector is not replaced.
@@ -233,7 +221,8 @@ BOOST_AUTO_TEST_CASE(gpuplug_backend_replaces_auto) {
   }
   {
     ScopedEnv env("GPUPLUG_BACKEND", "BAD:");
-    const std::string what = error_of([&] { registry.create("auto"); }, Status::invalid_argument);
+    const std::string what =
+        error_of([&] { registry.create("auto"); }, Status::invalid_argument).what();
     BOOST_TEST(contains(what, "GPUPLUG_BACKEND"), what);
     BOOST_TEST(contains(what, "'BAD:'"), what);
   }
@@ -245,9 +234,9 @@ BOOST_AUTO_TEST_CASE(gpuplug_backend_replaces_auto) {
 
 BOOST_AUTO_TEST_CASE(no_plugins_at_all) {
   gpuplug::PluginRegistry never;  // never discovered: the error says what to do
-  BOOST_TEST(contains(error_of([&] { never.create("auto"); }, Status::not_found),
+  BOOST_TEST(contains(error_of([&] { never.create("auto"); }, Status::not_found).what(),
                       "call discover() first"));
-  BOOST_TEST(contains(error_of([&] { never.create("host"); }, Status::not_found),
+  BOOST_TEST(contains(error_of([&] { never.create("host"); }, Status::not_found).what(),
                       "call discover() first"));
 }
 
