@@ -31,6 +31,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <gpuplug/support/escape.hpp>
 #include <iomanip>
 #include <iostream>
@@ -40,6 +41,7 @@
 #include <vector>
 
 #include "isolate.hpp"
+#include "results.hpp"
 
 namespace conf = gpuplug::conformance;
 
@@ -52,7 +54,7 @@ constexpr int exit_unavailable = 3;
 void print_usage(std::ostream& os) {
   os << "usage: gpuplug check [--backend SEL | --plugin FILE] [--case TEXT]... [--known-failures "
         "FILE]\n"
-        "                     [--isolate] [--timeout SECONDS]\n"
+        "                     [--isolate] [--timeout SECONDS] [--json FILE] [--junit FILE]\n"
         "       gpuplug check --list | --list-plugins\n"
         "\n"
         "Runs the conformance suite against one backend: a plugin author's first test.\n"
@@ -72,6 +74,10 @@ void print_usage(std::ostream& os) {
         "  --timeout SECONDS      per case, 1 to 86400 (implies --isolate): a case still running\n"
         "                         then gets SIGTERM, SIGKILL 2 s later, and fails 'timed out'\n"
         "                         (without it, --isolate sets no limit)\n"
+        "  --json FILE            also write the run as JSON (share/gpuplug/check.schema.json):\n"
+        "                         machine, backend, device identity, versions, every case's\n"
+        "                         status, time and message; `gpuplug matrix` merges such files\n"
+        "  --junit FILE           also write the run as JUnit XML for CI test reporters\n"
         "  --list                 list the cases and exit\n"
         "  --list-plugins         list candidate plugins as tab-separated lines and exit\n"
         "\n"
@@ -262,7 +268,8 @@ std::string output_tail(const gpuplug::tool::ChildRun& run) {
 conf::Result run_isolated(const conf::Case& c, const conf::Target& target,
                           const std::optional<std::string>& plugin_file,
                           const std::filesystem::path& known_path, const conf::KnownFailures& known,
-                          long timeout_s, std::string& output) {
+                          long timeout_s, std::string& output,
+                          std::optional<gpuplug::tool::Verdict>& died) {
   std::vector<std::string> args = {"gpuplug",          "check",
                                    "--run-case",       std::string(c.name),
                                    "--known-failures", known_path.string()};
@@ -281,8 +288,10 @@ conf::Result run_isolated(const conf::Case& c, const conf::Target& target,
   } else if (run.timed_out) {
     why = "timed out after " + std::to_string(timeout_s) + " s (" +
           gpuplug::tool::describe_wait_status(run.wait_status) + ")";
+    died = gpuplug::tool::Verdict::timed_out;
   } else if (WIFSIGNALED(run.wait_status)) {
     why = "crashed: " + gpuplug::tool::describe_wait_status(run.wait_status);
+    died = gpuplug::tool::Verdict::crashed;
   } else if (run.result_overflow) {
     why = "the child sent a result record over " +
           std::to_string(gpuplug::tool::max_child_result_bytes) + " bytes";
@@ -297,6 +306,7 @@ conf::Result run_isolated(const conf::Case& c, const conf::Target& target,
     r.outcome = conf::Outcome::failed;
     r.reason = why;
     if (const auto known_reason = known.reason(target.plugin, c.name)) {
+      died.reset();
       r.outcome = conf::Outcome::xfail;
       r.reason = "known failure: " + *known_reason + " [" + why + "]";
     }
@@ -304,6 +314,67 @@ conf::Result run_isolated(const conf::Case& c, const conf::Target& target,
   if (r.outcome != conf::Outcome::passed && r.outcome != conf::Outcome::skipped)
     output = output_tail(run);
   return r;
+}
+
+gpuplug::tool::Verdict verdict_of(conf::Outcome o) {
+  using V = gpuplug::tool::Verdict;
+  switch (o) {
+    case conf::Outcome::passed: return V::passed;
+    case conf::Outcome::failed: return V::failed;
+    case conf::Outcome::skipped: return V::skipped;
+    case conf::Outcome::xfail: return V::xfail;
+    case conf::Outcome::xpass: return V::xpass;
+  }
+  return V::failed;
+}
+
+/// The run's header for --json and --junit: machine, versions, and the device as the plugin
+/// describes it (its PluginInfo from the target's registry).
+gpuplug::tool::RunRecord run_record(const conf::Target& target,
+                                    const std::optional<std::string>& plugin_file,
+                                    const std::optional<std::string>& backend,
+                                    const std::string& unavailable) {
+  gpuplug::tool::RunRecord rec;
+  rec.gpuplug_version = gpuplug::version_string;
+  rec.abi_version = std::to_string(GPUPLUG_ABI_VERSION_MAJOR) + "." +
+                    std::to_string(GPUPLUG_ABI_VERSION_MINOR);
+  rec.started = gpuplug::tool::utc_now_iso8601();
+  rec.machine = gpuplug::tool::Machine::here();
+  if (!unavailable.empty()) {
+    rec.available = false;
+    rec.unavailable_reason = unavailable;
+    rec.backend = plugin_file ? *plugin_file : backend.value_or("auto");
+    rec.plugin_file = plugin_file.value_or("");
+    return rec;
+  }
+  rec.backend = target.backend_name();
+  rec.plugin = target.plugin;
+  rec.plugin_file = target.plugin_file.string();
+  if (!target.registry) return rec;
+  for (const auto& p : target.registry->plugins()) {
+    if (p.name != target.plugin) continue;
+    for (const auto& d : p.devices) {
+      if (d.ordinal != target.ordinal) continue;
+      rec.device.name = d.name;
+      rec.device.uuid = d.uuid;
+      rec.device.pci = d.pci ? gpuplug::to_string(*d.pci) : "";
+      rec.device.device_class = gpuplug::to_string(d.device_class);
+      rec.device.driver_version = d.driver_version;
+      rec.device.runtime_version = d.runtime_version;
+    }
+  }
+  return rec;
+}
+
+/// Writes `text` to `file` whole; false (having said why, naming the option) when it cannot.
+bool write_text_file(const std::string& file, const std::string& text, std::string_view option) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (out) return true;
+  std::cerr << "gpuplug check: " << option << ": cannot write '"
+            << gpuplug::support::escape_text(file) << "'\n";
+  return false;
 }
 
 }  // namespace
@@ -317,6 +388,8 @@ int run_check(std::span<const std::string_view> args) {
   std::string_view result_pipe;                   // likewise (run_child's inode number)
   bool isolate = false;
   long timeout_s = 0;  // 0: no limit
+  std::optional<std::string> json_file;   // --json
+  std::optional<std::string> junit_file;  // --junit
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     auto value = [&]() -> std::optional<std::string> {
@@ -339,6 +412,12 @@ int run_check(std::span<const std::string_view> args) {
     } else if (a == "--known-failures") {
       known_file = value();
       if (!known_file) return usage_error("--known-failures needs a file");
+    } else if (a == "--json") {
+      json_file = value();
+      if (!json_file) return usage_error("--json needs a file to write");
+    } else if (a == "--junit") {
+      junit_file = value();
+      if (!junit_file) return usage_error("--junit needs a file to write");
     } else if (a == "--isolate") {
       isolate = true;
     } else if (a == "--timeout") {
@@ -367,8 +446,8 @@ int run_check(std::span<const std::string_view> args) {
   }
   if (backend && plugin_file) return usage_error("--backend and --plugin exclude each other");
   if (run_case_name) {
-    if (isolate || !filters.empty())
-      return usage_error("--run-case (internal) takes no --isolate, --timeout or --case");
+    if (isolate || !filters.empty() || json_file || junit_file)
+      return usage_error("--run-case (internal) takes no --isolate, --timeout, --case, --json or --junit");
     const std::filesystem::path path =
         known_file ? std::filesystem::path(*known_file) : conf::KnownFailures::default_file();
     return run_one_case(*run_case_name, result_pipe, backend, plugin_file,
@@ -433,6 +512,10 @@ int run_check(std::span<const std::string_view> args) {
   name_cell("case");
   rest("result", "time", "reason");
 
+  gpuplug::tool::RunRecord record = run_record(target, plugin_file, backend, unavailable);
+  record.isolated = isolate;
+  record.timeout_s = timeout_s;
+
   if (!isolate) install_crash_note();
   conf::Tally tally;
   for (const auto* c : cases) {
@@ -440,12 +523,16 @@ int run_check(std::span<const std::string_view> args) {
     if (!unavailable.empty()) {
       tally.add(conf::Outcome::skipped);
       rest("skipped", "-", "backend unavailable");
+      record.cases.push_back({std::string(c->name), std::string(c->summary),
+                              gpuplug::tool::Verdict::skipped, 0.0,
+                              "backend unavailable: " + unavailable});
       continue;
     }
     std::string child_output;
-    const conf::Result r =
-        isolate ? run_isolated(*c, target, plugin_file, known_path, known, timeout_s, child_output)
-                : conf::run_case(*c, target, known);
+    std::optional<gpuplug::tool::Verdict> died;
+    const conf::Result r = isolate ? run_isolated(*c, target, plugin_file, known_path, known,
+                                                  timeout_s, child_output, died)
+                                   : conf::run_case(*c, target, known);
     tally.add(r.outcome);
     std::string reason = r.reason;
     for (const auto& n : r.notes) reason += (reason.empty() ? "" : "; ") + n;
@@ -453,8 +540,14 @@ int run_check(std::span<const std::string_view> args) {
     std::snprintf(ms, sizeof ms, "%.0f ms", r.elapsed.count() * 1000.0);
     rest(conf::to_string(r.outcome), ms, one_line(reason));
     if (!child_output.empty()) std::cout << child_output << std::flush;
+    record.cases.push_back({std::string(c->name), std::string(c->summary),
+                            died.value_or(verdict_of(r.outcome)), r.elapsed.count(), reason});
   }
   std::cout << tally.line() << std::endl;
+  if (json_file && !write_text_file(*json_file, gpuplug::tool::to_json(record), "--json"))
+    return exit_usage;
+  if (junit_file && !write_text_file(*junit_file, gpuplug::tool::to_junit(record), "--junit"))
+    return exit_usage;
   if (!unavailable.empty()) return exit_unavailable;
   return tally.failed == 0 ? 0 : exit_failed;
 }
