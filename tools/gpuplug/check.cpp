@@ -5,7 +5,7 @@
 //                 [--isolate] [--timeout SECONDS]
 //   gpuplug check --list            the cases, one a line, with what each checks
 //   gpuplug check --list-plugins    one line per candidate plugin: name, state, reason, devices,
-//                                   message (tab-separated; what scripts/lib/matrix.sh reads)
+//                                   message (tab-separated; what scripts/test reads)
 //
 // Output: a header naming the backend and why it was chosen, one row per case as it finishes
 // (case, result, time, reason), and a last line that is exactly "N passed, N failed, N skipped".
@@ -319,11 +319,16 @@ conf::Result run_isolated(const conf::Case& c, const conf::Target& target,
 gpuplug::tool::Verdict verdict_of(conf::Outcome o) {
   using V = gpuplug::tool::Verdict;
   switch (o) {
-    case conf::Outcome::passed: return V::passed;
-    case conf::Outcome::failed: return V::failed;
-    case conf::Outcome::skipped: return V::skipped;
-    case conf::Outcome::xfail: return V::xfail;
-    case conf::Outcome::xpass: return V::xpass;
+    case conf::Outcome::passed:
+      return V::passed;
+    case conf::Outcome::failed:
+      return V::failed;
+    case conf::Outcome::skipped:
+      return V::skipped;
+    case conf::Outcome::xfail:
+      return V::xfail;
+    case conf::Outcome::xpass:
+      return V::xpass;
   }
   return V::failed;
 }
@@ -336,14 +341,15 @@ gpuplug::tool::RunRecord run_record(const conf::Target& target,
                                     const std::string& unavailable) {
   gpuplug::tool::RunRecord rec;
   rec.gpuplug_version = gpuplug::version_string;
-  rec.abi_version = std::to_string(GPUPLUG_ABI_VERSION_MAJOR) + "." +
-                    std::to_string(GPUPLUG_ABI_VERSION_MINOR);
+  rec.abi_version =
+      std::to_string(GPUPLUG_ABI_VERSION_MAJOR) + "." + std::to_string(GPUPLUG_ABI_VERSION_MINOR);
   rec.started = gpuplug::tool::utc_now_iso8601();
   rec.machine = gpuplug::tool::Machine::here();
   if (!unavailable.empty()) {
     rec.available = false;
     rec.unavailable_reason = unavailable;
     rec.backend = plugin_file ? *plugin_file : backend.value_or("auto");
+    if (rec.backend.ends_with('!')) rec.backend.pop_back();  // "cuda:0!" is column "cuda:0"
     rec.plugin_file = plugin_file.value_or("");
     return rec;
   }
@@ -387,7 +393,7 @@ int run_check(std::span<const std::string_view> args) {
   std::optional<std::string_view> run_case_name;  // set in the child of --isolate
   std::string_view result_pipe;                   // likewise (run_child's inode number)
   bool isolate = false;
-  long timeout_s = 0;  // 0: no limit
+  long timeout_s = 0;                     // 0: no limit
   std::optional<std::string> json_file;   // --json
   std::optional<std::string> junit_file;  // --junit
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -447,7 +453,8 @@ int run_check(std::span<const std::string_view> args) {
   if (backend && plugin_file) return usage_error("--backend and --plugin exclude each other");
   if (run_case_name) {
     if (isolate || !filters.empty() || json_file || junit_file)
-      return usage_error("--run-case (internal) takes no --isolate, --timeout, --case, --json or --junit");
+      return usage_error(
+          "--run-case (internal) takes no --isolate, --timeout, --case, --json or --junit");
     const std::filesystem::path path =
         known_file ? std::filesystem::path(*known_file) : conf::KnownFailures::default_file();
     return run_one_case(*run_case_name, result_pipe, backend, plugin_file,

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// `gpuplug matrix [--markdown] [--messages] [--html OUT.html] [--baseline OLD.json]...
-//                 RESULT.json...`
+// `gpuplug matrix [--markdown | --summary] [--messages] [--html OUT.html]
+//                 [--baseline OLD.json]... RESULT.json...`
 //
 // Reads `gpuplug check --json` records (one per backend and machine), merges them into one table
 // and prints it: plain text (default) or Markdown (--markdown, for a CI summary or a pull-request
-// comment); --messages adds, under the table, the message of every cell that did not pass;
+// comment), or --summary: one row per backend@machine with its counts and the cases that did not
+// pass (what `scripts/test` prints last); --messages adds, under the table, the message of every
+// cell that did not pass;
 // --html OUT.html also writes one self-contained page (no network: inline style and script)
 // that filters rows by case name and by result. With --baseline, every cell is compared with the
 // same case on the same backend@machine in the baseline records: a case that did not fail and
@@ -14,6 +16,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -38,12 +41,13 @@ int usage_error(const std::string& message) {
 }
 
 void print_usage(std::ostream& os) {
-  os << "usage: gpuplug matrix [--markdown] [--messages] [--html OUT.html]\n"
+  os << "usage: gpuplug matrix [--markdown | --summary] [--messages] [--html OUT.html]\n"
         "                      [--baseline OLD.json]... RESULT.json...\n"
         "Merges `gpuplug check --json` records (one per backend and machine) into one table:\n"
         "one row per case, one column per backend@machine. Cells: pass, FAIL, skip, xfail,\n"
         "XPASS, CRASH, TIMEOUT, or '-' when the case did not run there.\n"
         "  --markdown        a Markdown table (CI summaries, pull-request comments)\n"
+        "  --summary         one row per backend@machine: counts, and the cases that failed\n"
         "  --messages        list the message of every cell that did not pass\n"
         "  --html OUT.html   also write a self-contained page, filterable by case and result\n"
         "  --baseline FILE   an earlier record to compare with (repeatable): cells that newly\n"
@@ -176,6 +180,46 @@ void print_markdown(const Rendered& m, std::ostream& os) {
       os << " " << (loud ? "**" + m.cell(r, c) + "**" : m.cell(r, c)) << " |";
     }
     os << "\n";
+  }
+}
+
+/// One row per column: its counts by verdict and the names of the cases that failed (or were
+/// not run, for an unavailable backend, with the reason).
+void print_summary(const Rendered& m, const std::vector<RunRecord>& runs, std::ostream& os) {
+  std::size_t width = 7;
+  for (const auto& c : m.now.columns) width = std::max(width, support::escape_text(c).size());
+  const auto pad = [&](std::string s) {
+    s.resize(std::max(s.size(), width), ' ');
+    return s;
+  };
+  os << pad("backend") << "  passed  failed  skipped  note\n";
+  for (std::size_t c = 0; c < m.now.columns.size(); ++c) {
+    std::size_t passed = 0, failed = 0, skipped = 0;
+    std::string bad, known;
+    for (std::size_t r = 0; r < m.now.rows.size(); ++r) {
+      const CaseRecord* rec = m.now.at(r, c);
+      if (rec == nullptr) continue;
+      if (rec->verdict == Verdict::passed) {
+        ++passed;
+      } else if (is_failure(rec->verdict)) {
+        ++failed;
+        bad += (bad.empty() ? "" : ", ") + m.now.rows[r] + " (" + cell_word(rec->verdict) +
+               change_suffix(m.change(r, c)) + ")";
+      } else {
+        ++skipped;
+        if (rec->verdict == Verdict::xfail) known += (known.empty() ? "" : ", ") + m.now.rows[r];
+      }
+    }
+    std::string note;
+    if (c < runs.size() && !runs[c].available) note = "not run: " + runs[c].unavailable_reason;
+    if (!bad.empty()) note += (note.empty() ? "" : "; ") + std::string("failed: ") + bad;
+    if (!known.empty()) note += (note.empty() ? "" : "; ") + std::string("xfail: ") + known;
+    char counts[64];
+    std::snprintf(counts, sizeof counts, "  %6zu  %6zu  %7zu  ", passed, failed, skipped);
+    std::string line =
+        pad(support::escape_text(m.now.columns[c])) + counts + support::escape_text(note);
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    os << line << "\n";
   }
 }
 
@@ -318,7 +362,7 @@ Change compare(const CaseRecord* before, const CaseRecord& now) noexcept {
 }
 
 int run_matrix(std::span<const std::string_view> args) {
-  bool markdown = false, messages = false;
+  bool markdown = false, messages = false, summary = false;
   std::optional<std::string> html;
   std::vector<std::string> files, baselines;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -328,6 +372,8 @@ int run_matrix(std::span<const std::string_view> args) {
       return 0;
     } else if (a == "--markdown") {
       markdown = true;
+    } else if (a == "--summary") {
+      summary = true;
     } else if (a == "--messages") {
       messages = true;
     } else if (a == "--html") {
@@ -343,10 +389,14 @@ int run_matrix(std::span<const std::string_view> args) {
     }
   }
   if (files.empty()) return usage_error("no results files (RESULT.json from gpuplug check --json)");
+  if (markdown && summary) return usage_error("--markdown and --summary exclude each other");
 
   Matrix now, before;
+  std::vector<RunRecord> runs;  // in column order, for --summary's unavailable notes
   try {
-    now = merge(read_runs(files));
+    const auto read = read_runs(files);
+    for (const auto& [run, source] : read) runs.push_back(run);
+    now = merge(read);
     if (!baselines.empty()) before = merge(read_runs(baselines));
   } catch (const BadResults& e) {
     std::cerr << "gpuplug matrix: " << e.what() << "\n";
@@ -356,6 +406,8 @@ int run_matrix(std::span<const std::string_view> args) {
   for (const auto& n : now.notes) std::cout << (markdown ? "> note: " : "note: ") << n << "\n";
   if (markdown) {
     print_markdown(view, std::cout);
+  } else if (summary) {
+    print_summary(view, runs, std::cout);
   } else {
     print_text(view, std::cout);
   }

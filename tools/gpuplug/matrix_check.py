@@ -110,6 +110,19 @@ check("<table id=\"matrix\">" in html and "<script>" in html and "CRASH" in html
 check("http://" not in html and "https://" not in html and " src=" not in html,
       "the page reaches the network")
 
+unavailable = run("check", "--backend", "nosuch:0!", "--case", "alloc_copy", "--json", p("gone.json"))
+check(unavailable.returncode == 3, f"check of an unavailable backend exited {unavailable.returncode}")
+summary = run("matrix", "--summary", p("host.json"), p("broken.json"), p("gone.json"))
+rows = {l.split()[0]: l for l in summary.stdout.splitlines()[1:] if l.strip()}
+host_col = "host:0@" + records["host"]["machine"]["hostname"]
+check(rows.get(host_col, "").split()[1:4] == ["3", "0", "0"], f"--summary host row: {summary.stdout}")
+broken_row = next((l for k, l in rows.items() if k.startswith("broken_host:0@")), "")
+check(broken_row.split()[1:4] == ["1", "2", "0"] and "launch_axpy (CRASH)" in broken_row and
+      "events_query_before_and_after_completion (TIMEOUT)" in broken_row,
+      f"--summary broken_host row: {broken_row}")
+gone_row = next((l for k, l in rows.items() if k.startswith("nosuch:0@")), "")
+check("not run:" in gone_row and "nosuch" in gone_row, f"--summary unavailable row: {gone_row!r}")
+
 # --- the baseline --------------------------------------------------------------------------
 def write(name, doc):
     with open(p(name), "w") as f:
