@@ -40,6 +40,7 @@
 #include <string_view>
 #include <vector>
 
+#include "case_library.hpp"
 #include "isolate.hpp"
 #include "results.hpp"
 
@@ -55,6 +56,7 @@ void print_usage(std::ostream& os) {
   os << "usage: gpuplug check [--backend SEL | --plugin FILE] [--case TEXT]... [--known-failures "
         "FILE]\n"
         "                     [--isolate] [--timeout SECONDS] [--json FILE] [--junit FILE]\n"
+        "                     [--cases LIB.so]... [--modules DIR] [--only-user]\n"
         "       gpuplug check --list | --list-plugins\n"
         "\n"
         "Runs the conformance suite against one backend: a plugin author's first test.\n"
@@ -78,7 +80,11 @@ void print_usage(std::ostream& os) {
         "                         machine, backend, device identity, versions, every case's\n"
         "                         status, time and message; `gpuplug matrix` merges such files\n"
         "  --junit FILE           also write the run as JUnit XML for CI test reporters\n"
-        "  --list                 list the cases and exit\n"
+        "  --cases LIB.so         also run the cases a library of your own lists\n"
+        "                         (<gpuplug/conformance.hpp>, GPUPLUG_CONFORMANCE_CASES); repeatable\n"
+        "  --modules DIR          your cases' kernel modules: DIR/<plugin>/<module>.*\n"
+        "  --only-user            run only the --cases cases, not the built-in suite\n"
+        "  --list                 list the cases (with --cases: yours too) and exit\n"
         "  --list-plugins         list candidate plugins as tab-separated lines and exit\n"
         "\n"
         "The last line is 'N passed, N failed, N skipped' (xfail counts as skipped; XPASS,\n"
@@ -109,10 +115,18 @@ int list_plugins() {
   return 0;
 }
 
-int list_cases() {
+/// The user's own cases (--cases, --modules): what the parent loaded, and what it hands to the
+/// child of --isolate so that the child can find the same case by name.
+struct UserCases {
+  std::vector<std::string> files;      // --cases, in order
+  std::optional<std::string> modules;  // --modules
+  std::vector<conf::Case> cases;       // what the files list
+};
+
+int list_cases(std::span<const conf::Case> cases) {
   std::size_t width = 0;
-  for (const auto& c : conf::all_cases()) width = std::max(width, c.name.size());
-  for (const auto& c : conf::all_cases()) {
+  for (const auto& c : cases) width = std::max(width, c.name.size());
+  for (const auto& c : cases) {
     std::cout << std::left << std::setw(static_cast<int>(width)) << c.name << "  " << c.summary
               << '\n';
   }
@@ -222,18 +236,19 @@ std::optional<conf::Result> decode_result(std::string_view text, std::string& de
 /// and stderr are the parent's to collect.
 int run_one_case(std::string_view name, std::string_view result_pipe,
                  const std::optional<std::string>& backend,
-                 const std::optional<std::string>& plugin_file, const conf::KnownFailures& known) {
+                 const std::optional<std::string>& plugin_file, const conf::KnownFailures& known,
+                 std::span<const conf::Case> cases, const UserCases& user) {
   if (!gpuplug::tool::is_result_pipe(result_pipe))
     return usage_error("--run-case is internal to --isolate (descriptor 3 is not its result pipe)");
-  const auto cases = conf::all_cases();
   const auto it =
       std::find_if(cases.begin(), cases.end(), [&](const conf::Case& c) { return c.name == name; });
   if (it == cases.end())
     return usage_error("--run-case: no case is named '" + std::string(name) + "'");
   conf::Result r;
   try {
-    const conf::Target target = plugin_file ? conf::target_for_plugin_file(*plugin_file)
-                                            : conf::target_for_selector(backend.value_or("auto"));
+    conf::Target target = plugin_file ? conf::target_for_plugin_file(*plugin_file)
+                                      : conf::target_for_selector(backend.value_or("auto"));
+    if (user.modules) target.user_modules = *user.modules;
     install_crash_note();
     r = conf::run_case(*it, target, known);
   } catch (const std::exception& e) {
@@ -268,11 +283,13 @@ std::string output_tail(const gpuplug::tool::ChildRun& run) {
 conf::Result run_isolated(const conf::Case& c, const conf::Target& target,
                           const std::optional<std::string>& plugin_file,
                           const std::filesystem::path& known_path, const conf::KnownFailures& known,
-                          long timeout_s, std::string& output,
+                          long timeout_s, const UserCases& user, std::string& output,
                           std::optional<gpuplug::tool::Verdict>& died) {
   std::vector<std::string> args = {"gpuplug",          "check",
                                    "--run-case",       std::string(c.name),
                                    "--known-failures", known_path.string()};
+  for (const auto& file : user.files) args.insert(args.end(), {"--cases", file});
+  if (user.modules) args.insert(args.end(), {"--modules", *user.modules});
   if (plugin_file) {
     args.insert(args.end(), {"--plugin", *plugin_file});
   } else {
@@ -396,6 +413,9 @@ int run_check(std::span<const std::string_view> args) {
   long timeout_s = 0;                     // 0: no limit
   std::optional<std::string> json_file;   // --json
   std::optional<std::string> junit_file;  // --junit
+  UserCases user;
+  bool only_user = false;  // --only-user
+  bool list = false;       // --list
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     auto value = [&]() -> std::optional<std::string> {
@@ -406,7 +426,16 @@ int run_check(std::span<const std::string_view> args) {
       print_usage(std::cout);
       return 0;
     } else if (a == "--list") {
-      return list_cases();
+      list = true;
+    } else if (a == "--cases") {
+      auto file = value();
+      if (!file) return usage_error("--cases needs a shared library of cases");
+      user.files.push_back(*file);
+    } else if (a == "--modules") {
+      user.modules = value();
+      if (!user.modules) return usage_error("--modules needs a folder");
+    } else if (a == "--only-user") {
+      only_user = true;
     } else if (a == "--list-plugins") {
       return list_plugins();
     } else if (a == "--backend") {
@@ -451,6 +480,18 @@ int run_check(std::span<const std::string_view> args) {
     }
   }
   if (backend && plugin_file) return usage_error("--backend and --plugin exclude each other");
+  if (only_user && user.files.empty())
+    return usage_error("--only-user needs --cases FILE (the cases to run instead of the built-in ones)");
+  try {
+    user.cases = gpuplug::tool::load_case_libraries(user.files, conf::all_cases());
+  } catch (const gpuplug::tool::BadCaseLibrary& e) {
+    return usage_error(e.what());
+  }
+  std::vector<conf::Case> all;
+  if (!only_user || run_case_name)
+    all.assign(conf::all_cases().begin(), conf::all_cases().end());
+  all.insert(all.end(), user.cases.begin(), user.cases.end());
+  if (list) return list_cases(all);
   if (run_case_name) {
     if (isolate || !filters.empty() || json_file || junit_file)
       return usage_error(
@@ -458,11 +499,11 @@ int run_check(std::span<const std::string_view> args) {
     const std::filesystem::path path =
         known_file ? std::filesystem::path(*known_file) : conf::KnownFailures::default_file();
     return run_one_case(*run_case_name, result_pipe, backend, plugin_file,
-                        conf::KnownFailures::load(path));
+                        conf::KnownFailures::load(path), all, user);
   }
 
   std::vector<const conf::Case*> cases;
-  for (const auto& c : conf::all_cases()) {
+  for (const auto& c : all) {
     if (selected(c, filters)) cases.push_back(&c);
   }
   if (cases.empty()) return usage_error("no case matches the --case filters (see --list)");
@@ -485,6 +526,7 @@ int run_check(std::span<const std::string_view> args) {
       chosen = target.backend_name() + " (selector '" + selector + "') from " +
                target.plugin_file.string();
     }
+    if (user.modules) target.user_modules = *user.modules;
   } catch (const std::exception& e) {
     unavailable = e.what();
   }
@@ -502,7 +544,7 @@ int run_check(std::span<const std::string_view> args) {
                                 : std::string("no time limit"))
               << "\n";
   }
-  for (const auto& problem : known.problems()) std::cout << "warning:        " << problem << "\n";
+  for (const auto& problem : known.problems(user.cases)) std::cout << "warning:        " << problem << "\n";
   std::cout << "\n";
 
   std::size_t width = 4;
@@ -538,7 +580,7 @@ int run_check(std::span<const std::string_view> args) {
     std::string child_output;
     std::optional<gpuplug::tool::Verdict> died;
     const conf::Result r = isolate ? run_isolated(*c, target, plugin_file, known_path, known,
-                                                  timeout_s, child_output, died)
+                                                  timeout_s, user, child_output, died)
                                    : conf::run_case(*c, target, known);
     tally.add(r.outcome);
     std::string reason = r.reason;
