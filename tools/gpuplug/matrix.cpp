@@ -302,6 +302,10 @@ td.regressed{outline:3px solid #c00}td.fixed{outline:3px solid #090}
     });
     document.getElementById('count').textContent=n+' of '+rows.length+' cases shown';
   }
+  // A link can carry a view: #filter=TEXT fills the filter, #changed ticks "only changes".
+  var hash=decodeURIComponent(location.hash.slice(1));
+  if(hash.indexOf('filter=')===0)document.getElementById('filter').value=hash.slice(7);
+  if(hash==='changed')document.getElementById('changed').checked=true;
   document.getElementById('filter').addEventListener('input',apply);
   [].forEach.call(document.querySelectorAll('#controls input[type=checkbox]'),function(b){b.addEventListener('change',apply);});
   apply();

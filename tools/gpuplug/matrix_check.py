@@ -20,7 +20,9 @@ import json
 import os
 import subprocess
 import sys
+import shutil
 import tempfile
+import atexit
 
 try:
     import jsonschema
@@ -48,6 +50,7 @@ def validate_xml(path):
 
 schema = json.load(open(schema_file))
 work = tempfile.mkdtemp(prefix="gpuplug-matrix-")
+atexit.register(shutil.rmtree, work, True)
 p = lambda name: os.path.join(work, name)
 
 # --- the records ---------------------------------------------------------------------------
