@@ -10,6 +10,8 @@ GPUPLUG_DEBIAN_PACKAGES=(
   libboost-dev libboost-log-dev libboost-test-dev libboost-filesystem-dev
   libbenchmark-dev
   python3 python3-jsonschema  # tool.list.schema validates `gpuplug list --json` against its schema
+  libxml2-utils  # xmllint: tool.matrix validates `gpuplug check --junit` against tools/gpuplug/junit.xsd
+  chromium  # tool.matrix.page renders `gpuplug matrix --html` in a real (headless) browser
   hipcc libamdhip64-dev
   clang-19 lld-19 clang-tools-19  # the HIP targets HIP 5.2 cannot build (docs/device-check.md)
 )

@@ -19,7 +19,9 @@
 #      builds with find_package(gpuplug) and its CTest tests pass;
 #   8. where clang++-14 exists (Debian 12's default clang++, which cannot compile libstdc++'s
 #      <source_location>), tests/package again, built with it: the public headers must compile
-#      with the oldest compiler an application team is likely to have.
+#      with the oldest compiler an application team is likely to have;
+#   9. examples/conformance_cases (an application's own cases and kernel module) builds out of
+#      tree against gpuplug::conformance, and the installed `gpuplug check --cases` passes them.
 # The template, the consumer and step 7 are built with the compiler of <build>.
 
 # gpuplug_check_kit <build-dir>
@@ -215,5 +217,15 @@ _gpuplug_kit_run() {
   else
     echo "gpuplug kit: skipped: clang++-14 not installed (step 8)"
   fi
+
+  # 9. an application's own conformance cases, out of tree, run by the installed tool on host
+  local udir="$tmp/user-cases"
+  _gpuplug_kit_step "configure examples/conformance_cases (find_package(gpuplug))" "$tmp/cases-configure.log" \
+    cmake -S "$root/examples/conformance_cases" -B "$udir" "${cmake_args[@]}" || return 1
+  _gpuplug_kit_step "build examples/conformance_cases" "$tmp/cases-build.log" cmake --build "$udir" || return 1
+  _gpuplug_kit_step "installed gpuplug check --cases (the example's cases on host)" "$tmp/cases-check.log" \
+    "$prefix/bin/gpuplug" check --backend 'host!' --only-user --cases "$udir/libexample_cases.so" \
+      --modules "$udir/modules" || return 1
+  echo "gpuplug kit: ok: user cases: $(tail -n 1 "$tmp/cases-check.log")"
   echo "gpuplug kit: all steps passed"
 }

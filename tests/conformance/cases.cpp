@@ -138,6 +138,29 @@ std::vector<std::byte> Context::module_image(std::string_view module) const {
        (ec ? " (" + ec.message() + ")" : std::string()));
 }
 
+void Context::load_module(GpuBackend& gpu, std::string_view module) {
+  if (gpu.has_module(module)) return;
+  std::vector<std::filesystem::path> dirs;
+  if (!target_.user_modules.empty())
+    dirs.push_back(target_.user_modules / std::string(gpu.plugin_name()));
+  if (gpu.plugin_name() == target_.plugin) dirs.push_back(target_.kernel_dir());
+  std::string looked;
+  for (const auto& dir : dirs) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      if (entry.is_regular_file() && entry.path().stem() == module) {
+        gpu.load_module_file(module, entry.path());
+        return;
+      }
+    }
+    looked += (looked.empty() ? "" : " and ") + dir.string();
+  }
+  skip("no image of module '" + std::string(module) + "' for plugin '" +
+       std::string(gpu.plugin_name()) + "'" +
+       (looked.empty() ? std::string(" (the run has no modules folder: --modules DIR)")
+                       : " in " + looked));
+}
+
 void Context::note(std::string text) { notes_.push_back(std::move(text)); }
 
 void Context::finish() {
@@ -249,10 +272,11 @@ std::optional<std::string> KnownFailures::reason(std::string_view plugin,
   return it->second;
 }
 
-std::vector<std::string> KnownFailures::problems() const {
+std::vector<std::string> KnownFailures::problems(std::span<const Case> extra) const {
   std::vector<std::string> out = parse_problems_;
   std::set<std::string_view> names;
   for (const Case& c : all_cases()) names.insert(c.name);
+  for (const Case& c : extra) names.insert(c.name);
   for (const auto& [key, reason] : entries_) {
     if (!names.contains(key.second)) {
       out.push_back("known failure '" + key.first + " " + key.second +

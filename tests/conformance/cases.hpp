@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <gpuplug/conformance.hpp>
 #include <gpuplug/gpuplug.hpp>
 #include <map>
 #include <memory>
@@ -31,99 +32,6 @@
 
 namespace gpuplug::conformance {
 
-// ---- failures and skips ---------------------------------------------------------------------
-
-/// A broken contract, with the file and line of the check that saw it.
-class CheckFailure : public std::runtime_error {
- public:
-  CheckFailure(const std::string& message, std::source_location where);
-  const char* file() const noexcept { return file_; }
-  std::uint32_t line() const noexcept { return line_; }
-  /// The message without the location.
-  const std::string& message() const noexcept { return message_; }
-
- private:
-  std::string message_;
-  const char* file_;
-  std::uint32_t line_;
-};
-
-/// The case does not apply to this backend; the reason is reported.
-class Skip : public std::runtime_error {
- public:
-  explicit Skip(const std::string& reason) : std::runtime_error(reason) {}
-};
-
-[[noreturn]] void fail(const std::string& message,
-                       std::source_location where = std::source_location::current());
-[[noreturn]] void skip(const std::string& reason);
-
-namespace detail {
-std::string describe(const gpuplug::Error& e);
-template <class T>
-std::string show(const T& value) {
-  std::ostringstream os;
-  if constexpr (std::is_same_v<T, std::uint8_t>) {
-    os << static_cast<unsigned>(value);
-  } else if constexpr (requires { os << value; }) {
-    os << value;
-  } else if constexpr (requires { value.value; }) {
-    os << "0x" << std::hex << value.value;
-  } else {
-    os << "<value>";
-  }
-  return os.str();
-}
-}  // namespace detail
-
-/// Throws CheckFailure naming the expression when `cond` is false.
-#define GPUPLUG_CHECK(cond)                                            \
-  do {                                                                 \
-    if (!(cond)) ::gpuplug::conformance::fail("check failed: " #cond); \
-  } while (false)
-
-/// As GPUPLUG_CHECK, with a message built by `<<` from the arguments.
-#define GPUPLUG_CHECK_MSG(cond, ...)                         \
-  do {                                                       \
-    if (!(cond)) {                                           \
-      std::ostringstream gpuplug_check_os_;                  \
-      gpuplug_check_os_ << __VA_ARGS__;                      \
-      ::gpuplug::conformance::fail(gpuplug_check_os_.str()); \
-    }                                                        \
-  } while (false)
-
-/// a == b, printing both values on failure. Both are copied first: a reference into a
-/// temporary (`f()[0]`) would dangle.
-#define GPUPLUG_CHECK_EQ(a, b)                                                                 \
-  do {                                                                                         \
-    const auto gpuplug_a_ = (a);                                                               \
-    const auto gpuplug_b_ = (b);                                                               \
-    if (!(gpuplug_a_ == gpuplug_b_)) {                                                         \
-      ::gpuplug::conformance::fail("check failed: " #a " == " #b " (" +                        \
-                                   ::gpuplug::conformance::detail::show(gpuplug_a_) + " vs " + \
-                                   ::gpuplug::conformance::detail::show(gpuplug_b_) + ")");    \
-    }                                                                                          \
-  } while (false)
-
-/// Runs `expr`, which must throw gpuplug::Error with `status`; evaluates to the Error so that
-/// the message can be checked. Any other outcome is a CheckFailure saying what happened.
-#define GPUPLUG_CHECK_THROWS(expr, expected_status)                                             \
-  ::gpuplug::conformance::detail::expect_error([&] { (void)(expr); }, (expected_status), #expr, \
-                                               std::source_location::current())
-
-/// As GPUPLUG_CHECK_THROWS, accepting any Status.
-#define GPUPLUG_CHECK_THROWS_ANY(expr)                                                     \
-  ::gpuplug::conformance::detail::expect_error([&] { (void)(expr); }, std::nullopt, #expr, \
-                                               std::source_location::current())
-
-namespace detail {
-gpuplug::Error expect_error(const std::function<void()>& run, std::optional<Status> expected,
-                            const char* expr, std::source_location where);
-}  // namespace detail
-
-/// True when the message contains `needle` (used to check that errors name the thing).
-bool contains(std::string_view haystack, std::string_view needle) noexcept;
-
 // ---- what is under test ----------------------------------------------------------------------
 
 /// One backend to run the suite against: a plugin and a device ordinal, reachable through a
@@ -139,6 +47,9 @@ struct Target {
   std::function<std::shared_ptr<PluginRegistry>()> make_registry;
   /// Where the host reference backend comes from (may equal `registry`). Null: no reference.
   std::shared_ptr<PluginRegistry> reference_registry;
+  /// The folder of the run's own kernel modules, one subfolder per plugin (`gpuplug check
+  /// --modules DIR`); empty: none. Context::load_module looks there first.
+  std::filesystem::path user_modules;
 
   /// "host:0!": demands exactly this device, so a missing one is an error, never a fallback.
   std::string selector() const;
@@ -148,49 +59,7 @@ struct Target {
   std::filesystem::path kernel_dir() const;
 };
 
-/// Everything a case may touch. One Context per case run: the backend under test is fresh for
-/// every case (created on first use), so cases never see each other's modules, scratch or latches.
-/// Not thread-safe itself: call its members from the case's own thread (hand the GpuBackend&
-/// to worker threads, which is thread-safe).
-class Context {
- public:
-  explicit Context(const Target& target);
-  ~Context();
-  Context(const Context&) = delete;
-  Context& operator=(const Context&) = delete;
-
-  const Target& target() const noexcept { return target_; }
-  /// The backend under test, created on first use with no options.
-  GpuBackend& backend();
-  /// A new backend of the same plugin and device with `options` (create/destroy cycles,
-  /// per-backend latches, device_memory_limit). Owned by the caller.
-  std::shared_ptr<GpuBackend> make_backend(const Options& options = {});
-  /// The host backend used as the reference in differential cases; Skip when none is available.
-  GpuBackend& reference();
-  /// The bytes of the plugin's kernel image for `module` (any extension); Skip when absent.
-  std::vector<std::byte> module_image(std::string_view module) const;
-  /// Adds a remark shown with the result (e.g. "RSS not checked under ThreadSanitizer").
-  void note(std::string text);
-  const std::vector<std::string>& notes() const noexcept { return notes_; }
-
-  /// Called by run_case after the case body: releases the op cache of the backend under test,
-  /// waits for its streams, and fails when the case left allocations on its ledger.
-  void finish();
-
- private:
-  const Target& target_;
-  std::shared_ptr<GpuBackend> backend_;
-  std::shared_ptr<GpuBackend> reference_;
-  std::vector<std::string> notes_;
-};
-
 // ---- the registry of cases -------------------------------------------------------------------
-
-struct Case {
-  std::string_view name;     // unique, snake_case; the Boost test case and `check` row name
-  std::string_view summary;  // one line: the contract it checks
-  void (*run)(Context&);
-};
 
 /// Every case, in a stable order (area by area).
 std::span<const Case> all_cases();
@@ -223,8 +92,9 @@ class KnownFailures {
 
   /// The reason `case_name` is known to fail on `plugin`, nullopt when it is not listed.
   std::optional<std::string> reason(std::string_view plugin, std::string_view case_name) const;
-  /// Lines that could not be parsed, and entries naming cases that do not exist.
-  std::vector<std::string> problems() const;
+  /// Lines that could not be parsed, and entries naming cases that do not exist (among the
+  /// built-in ones and `extra`, a run's own cases).
+  std::vector<std::string> problems(std::span<const Case> extra = {}) const;
   std::size_t size() const noexcept { return entries_.size(); }
 
  private:

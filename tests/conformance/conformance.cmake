@@ -18,6 +18,9 @@ add_library(gpuplug_conformance SHARED
   ${_conf}/events_cases.cpp
   ${_conf}/skew_cases.cpp)
 add_library(gpuplug::conformance ALIAS gpuplug_conformance)
+set_target_properties(gpuplug_conformance PROPERTIES EXPORT_NAME conformance)
+# The case sources' own headers are internal (the build interface only); what a case library
+# of a user includes is the public <gpuplug/conformance.hpp> (include/, through gpuplug::core).
 target_include_directories(gpuplug_conformance
   PUBLIC $<BUILD_INTERFACE:${_conf}>
   PRIVATE ${PROJECT_SOURCE_DIR}/kernels/common)
@@ -29,7 +32,10 @@ set_target_properties(gpuplug_conformance PROPERTIES
   VERSION ${PROJECT_VERSION}
   SOVERSION ${PROJECT_VERSION_MAJOR}
   LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/lib)
-install(TARGETS gpuplug_conformance LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# Exported as gpuplug::conformance, for libraries of the user's own cases (gpuplug check --cases).
+install(TARGETS gpuplug_conformance EXPORT gpuplugTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(FILES ${PROJECT_SOURCE_DIR}/include/gpuplug/conformance.hpp
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpuplug)
 
 # The known-failure list sits at <prefix>/share/gpuplug/conformance in the build tree as in the
 # install tree, so the tool finds it relative to its own binary in both.

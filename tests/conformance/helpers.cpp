@@ -2,11 +2,11 @@
 // Conformance helpers: owned buffers, kernel launches by the kernel contract, CPU references.
 #include "helpers.hpp"
 
-#include <iomanip>
 #include <dlfcn.h>
 
 #include <e4m3.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -280,6 +280,59 @@ void check_bytes_equal(const std::vector<std::uint8_t>& got, const std::vector<s
       fail(os.str(), where);
     }
   }
+}
+
+void check_close(std::span<const float> got, std::span<const float> want, Tolerance tol,
+                 std::string_view what, const InputText& input, std::source_location where) {
+  if (got.size() != want.size()) {
+    fail(std::string(what) + ": " + std::to_string(got.size()) + " results, expected " +
+             std::to_string(want.size()),
+         where);
+  }
+  // How far outside its tolerance each element is, as a ratio (> 1 fails), so that the worst
+  // element is well defined whichever of abs, rel or ulps would have let it pass.
+  std::size_t failed = 0, worst = 0;
+  double worst_ratio = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const float g = got[i], w = want[i];
+    if (std::isnan(g) || std::isnan(w)) {
+      if (std::isnan(g) && std::isnan(w)) continue;
+      ++failed;
+      if (worst_ratio < std::numeric_limits<double>::infinity()) {
+        worst_ratio = std::numeric_limits<double>::infinity();
+        worst = i;
+      }
+      continue;
+    }
+    if (float_bits(g) == float_bits(w) || g == w) continue;
+    const double err = std::fabs(static_cast<double>(g) - static_cast<double>(w));
+    const bool same_sign = std::signbit(g) == std::signbit(w) && std::isfinite(g) && std::isfinite(w);
+    const std::uint64_t ulps = same_sign ? ulp_distance(g, w) : ~std::uint64_t{0};
+    const double allowed = std::max(tol.abs, tol.rel * std::fabs(static_cast<double>(w)));
+    if (err <= allowed || (tol.ulps > 0 && ulps <= tol.ulps)) continue;
+    ++failed;
+    double ratio = std::numeric_limits<double>::infinity();
+    if (allowed > 0) ratio = std::min(ratio, err / allowed);
+    if (tol.ulps > 0 && ulps != ~std::uint64_t{0})
+      ratio = std::min(ratio, static_cast<double>(ulps) / static_cast<double>(tol.ulps));
+    if (failed == 1 || ratio > worst_ratio) {
+      worst_ratio = ratio;
+      worst = i;
+    }
+  }
+  if (failed == 0) return;
+  std::ostringstream os;
+  os.precision(9);
+  os << what << ": " << failed << " of " << got.size() << " elements outside the tolerance (";
+  if (tol.abs == 0 && tol.rel == 0 && tol.ulps == 0) os << "exact";
+  if (tol.abs > 0) os << "abs " << tol.abs;
+  if (tol.rel > 0) os << (tol.abs > 0 ? ", " : "") << "rel " << tol.rel;
+  if (tol.ulps > 0) os << (tol.abs > 0 || tol.rel > 0 ? ", " : "") << tol.ulps << " ulp";
+  os << "); the worst is element " << worst;
+  if (input) os << " for " << input(worst);
+  os << ": " << float_text(got[worst]) << ", expected " << float_text(want[worst]) << ", error "
+     << std::fabs(static_cast<double>(got[worst]) - static_cast<double>(want[worst]));
+  fail(os.str(), where);
 }
 
 RawPlugin::RawPlugin(const std::filesystem::path& file)

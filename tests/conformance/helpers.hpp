@@ -23,52 +23,6 @@
 
 namespace gpuplug::conformance {
 
-/// Device (or managed) memory of one backend, freed when it goes out of scope. The destructor
-/// swallows errors: a case that wants to see a free fail calls gpu.free itself.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(GpuBackend& gpu, std::size_t bytes, const char* site = "conformance");
-  static DeviceBuffer managed(GpuBackend& gpu, std::size_t bytes, const char* site = "conformance");
-  /// Takes ownership of memory allocated elsewhere (e.g. alloc_with_fallback).
-  static DeviceBuffer adopt(GpuBackend& gpu, DevicePtr ptr, std::size_t bytes);
-  ~DeviceBuffer();
-  DeviceBuffer(DeviceBuffer&& other) noexcept;
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  DevicePtr ptr() const noexcept { return ptr_; }
-  std::size_t bytes() const noexcept { return bytes_; }
-  /// Frees now (errors propagate) and forgets the pointer.
-  void free();
-  /// Gives up ownership without freeing.
-  DevicePtr release() noexcept;
-
-  template <class T>
-  void upload(std::span<const T> data) {
-    gpu_->copy_h2d(ptr_, data.data(), data.size_bytes());
-  }
-  template <class T>
-  std::vector<T> download(std::size_t count) const {
-    std::vector<T> out(count);
-    gpu_->copy_d2h(out.data(), ptr_, count * sizeof(T));
-    return out;
-  }
-
- private:
-  GpuBackend* gpu_ = nullptr;
-  DevicePtr ptr_{};
-  std::size_t bytes_ = 0;
-};
-
-template <class T>
-DeviceBuffer to_device(GpuBackend& gpu, const std::vector<T>& data) {
-  DeviceBuffer b(gpu, data.size() * sizeof(T));
-  b.upload(std::span<const T>(data));
-  return b;
-}
-
 // ---- launches (asynchronous on `stream`) ---------------------------------------------------
 
 void launch_axpy(GpuBackend& gpu, std::uint32_t n, float a, DevicePtr x, DevicePtr y,
@@ -112,26 +66,6 @@ float float_from_bits(std::uint32_t bits) noexcept;
 std::uint64_t ulp_distance(float a, float b) noexcept;
 /// `n` uniform values in [lo, hi), reproducible from `seed`.
 std::vector<float> random_floats(std::size_t n, float lo, float hi, std::uint32_t seed);
-
-/// Describes the inputs that produced element i of a result ("x = 1.5, y = 2"), so that a failure
-/// message says what went in as well as what came out: the kit installs no test sources, so a
-/// message must stand on its own.
-using InputText = std::function<std::string(std::size_t)>;
-
-/// Checks every element of `got` within `max_ulps` of `want`; the message names the first
-/// mismatch, its index, both values and, when `input` is given, the inputs.
-void check_within_ulps(const std::vector<float>& got, const std::vector<float>& want,
-                       std::uint64_t max_ulps, std::string_view what, const InputText& input = {},
-                       std::source_location where = std::source_location::current());
-/// Bitwise equality, naming the first mismatch (value and bits) and its inputs.
-void check_bits_equal(const std::vector<float>& got, const std::vector<float>& want,
-                      std::string_view what, const InputText& input = {},
-                      std::source_location where = std::source_location::current());
-void check_bytes_equal(const std::vector<std::uint8_t>& got, const std::vector<std::uint8_t>& want,
-                       std::string_view what, const InputText& input = {},
-                       std::source_location where = std::source_location::current());
-/// "1.0625 (0x3f880000)": a float with its bits, as failure messages print inputs and results.
-std::string float_text(float f);
 
 /// Lowers the gpuplug log threshold for a scope (e.g. around an intentional sweep warning).
 class ScopedLogLevel {

@@ -5,7 +5,7 @@
 //                 [--isolate] [--timeout SECONDS]
 //   gpuplug check --list            the cases, one a line, with what each checks
 //   gpuplug check --list-plugins    one line per candidate plugin: name, state, reason, devices,
-//                                   message (tab-separated; what scripts/lib/matrix.sh reads)
+//                                   message (tab-separated; what scripts/test reads)
 //
 // Output: a header naming the backend and why it was chosen, one row per case as it finishes
 // (case, result, time, reason), and a last line that is exactly "N passed, N failed, N skipped".
@@ -31,6 +31,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <gpuplug/support/escape.hpp>
 #include <iomanip>
 #include <iostream>
@@ -39,7 +40,9 @@
 #include <string_view>
 #include <vector>
 
+#include "case_library.hpp"
 #include "isolate.hpp"
+#include "results.hpp"
 
 namespace conf = gpuplug::conformance;
 
@@ -52,7 +55,8 @@ constexpr int exit_unavailable = 3;
 void print_usage(std::ostream& os) {
   os << "usage: gpuplug check [--backend SEL | --plugin FILE] [--case TEXT]... [--known-failures "
         "FILE]\n"
-        "                     [--isolate] [--timeout SECONDS]\n"
+        "                     [--isolate] [--timeout SECONDS] [--json FILE] [--junit FILE]\n"
+        "                     [--cases LIB.so]... [--modules DIR] [--only-user]\n"
         "       gpuplug check --list | --list-plugins\n"
         "\n"
         "Runs the conformance suite against one backend: a plugin author's first test.\n"
@@ -72,7 +76,15 @@ void print_usage(std::ostream& os) {
         "  --timeout SECONDS      per case, 1 to 86400 (implies --isolate): a case still running\n"
         "                         then gets SIGTERM, SIGKILL 2 s later, and fails 'timed out'\n"
         "                         (without it, --isolate sets no limit)\n"
-        "  --list                 list the cases and exit\n"
+        "  --json FILE            also write the run as JSON (share/gpuplug/check.schema.json):\n"
+        "                         machine, backend, device identity, versions, every case's\n"
+        "                         status, time and message; `gpuplug matrix` merges such files\n"
+        "  --junit FILE           also write the run as JUnit XML for CI test reporters\n"
+        "  --cases LIB.so         also run the cases a library of your own lists\n"
+        "                         (<gpuplug/conformance.hpp>, GPUPLUG_CONFORMANCE_CASES); repeatable\n"
+        "  --modules DIR          your cases' kernel modules: DIR/<plugin>/<module>.*\n"
+        "  --only-user            run only the --cases cases, not the built-in suite\n"
+        "  --list                 list the cases (with --cases: yours too) and exit\n"
         "  --list-plugins         list candidate plugins as tab-separated lines and exit\n"
         "\n"
         "The last line is 'N passed, N failed, N skipped' (xfail counts as skipped; XPASS,\n"
@@ -103,10 +115,18 @@ int list_plugins() {
   return 0;
 }
 
-int list_cases() {
+/// The user's own cases (--cases, --modules): what the parent loaded, and what it hands to the
+/// child of --isolate so that the child can find the same case by name.
+struct UserCases {
+  std::vector<std::string> files;      // --cases, in order
+  std::optional<std::string> modules;  // --modules
+  std::vector<conf::Case> cases;       // what the files list
+};
+
+int list_cases(std::span<const conf::Case> cases) {
   std::size_t width = 0;
-  for (const auto& c : conf::all_cases()) width = std::max(width, c.name.size());
-  for (const auto& c : conf::all_cases()) {
+  for (const auto& c : cases) width = std::max(width, c.name.size());
+  for (const auto& c : cases) {
     std::cout << std::left << std::setw(static_cast<int>(width)) << c.name << "  " << c.summary
               << '\n';
   }
@@ -216,18 +236,19 @@ std::optional<conf::Result> decode_result(std::string_view text, std::string& de
 /// and stderr are the parent's to collect.
 int run_one_case(std::string_view name, std::string_view result_pipe,
                  const std::optional<std::string>& backend,
-                 const std::optional<std::string>& plugin_file, const conf::KnownFailures& known) {
+                 const std::optional<std::string>& plugin_file, const conf::KnownFailures& known,
+                 std::span<const conf::Case> cases, const UserCases& user) {
   if (!gpuplug::tool::is_result_pipe(result_pipe))
     return usage_error("--run-case is internal to --isolate (descriptor 3 is not its result pipe)");
-  const auto cases = conf::all_cases();
   const auto it =
       std::find_if(cases.begin(), cases.end(), [&](const conf::Case& c) { return c.name == name; });
   if (it == cases.end())
     return usage_error("--run-case: no case is named '" + std::string(name) + "'");
   conf::Result r;
   try {
-    const conf::Target target = plugin_file ? conf::target_for_plugin_file(*plugin_file)
-                                            : conf::target_for_selector(backend.value_or("auto"));
+    conf::Target target = plugin_file ? conf::target_for_plugin_file(*plugin_file)
+                                      : conf::target_for_selector(backend.value_or("auto"));
+    if (user.modules) target.user_modules = *user.modules;
     install_crash_note();
     r = conf::run_case(*it, target, known);
   } catch (const std::exception& e) {
@@ -262,10 +283,13 @@ std::string output_tail(const gpuplug::tool::ChildRun& run) {
 conf::Result run_isolated(const conf::Case& c, const conf::Target& target,
                           const std::optional<std::string>& plugin_file,
                           const std::filesystem::path& known_path, const conf::KnownFailures& known,
-                          long timeout_s, std::string& output) {
+                          long timeout_s, const UserCases& user, std::string& output,
+                          std::optional<gpuplug::tool::Verdict>& died) {
   std::vector<std::string> args = {"gpuplug",          "check",
                                    "--run-case",       std::string(c.name),
                                    "--known-failures", known_path.string()};
+  for (const auto& file : user.files) args.insert(args.end(), {"--cases", file});
+  if (user.modules) args.insert(args.end(), {"--modules", *user.modules});
   if (plugin_file) {
     args.insert(args.end(), {"--plugin", *plugin_file});
   } else {
@@ -281,8 +305,10 @@ conf::Result run_isolated(const conf::Case& c, const conf::Target& target,
   } else if (run.timed_out) {
     why = "timed out after " + std::to_string(timeout_s) + " s (" +
           gpuplug::tool::describe_wait_status(run.wait_status) + ")";
+    died = gpuplug::tool::Verdict::timed_out;
   } else if (WIFSIGNALED(run.wait_status)) {
     why = "crashed: " + gpuplug::tool::describe_wait_status(run.wait_status);
+    died = gpuplug::tool::Verdict::crashed;
   } else if (run.result_overflow) {
     why = "the child sent a result record over " +
           std::to_string(gpuplug::tool::max_child_result_bytes) + " bytes";
@@ -297,6 +323,7 @@ conf::Result run_isolated(const conf::Case& c, const conf::Target& target,
     r.outcome = conf::Outcome::failed;
     r.reason = why;
     if (const auto known_reason = known.reason(target.plugin, c.name)) {
+      died.reset();
       r.outcome = conf::Outcome::xfail;
       r.reason = "known failure: " + *known_reason + " [" + why + "]";
     }
@@ -304,6 +331,73 @@ conf::Result run_isolated(const conf::Case& c, const conf::Target& target,
   if (r.outcome != conf::Outcome::passed && r.outcome != conf::Outcome::skipped)
     output = output_tail(run);
   return r;
+}
+
+gpuplug::tool::Verdict verdict_of(conf::Outcome o) {
+  using V = gpuplug::tool::Verdict;
+  switch (o) {
+    case conf::Outcome::passed:
+      return V::passed;
+    case conf::Outcome::failed:
+      return V::failed;
+    case conf::Outcome::skipped:
+      return V::skipped;
+    case conf::Outcome::xfail:
+      return V::xfail;
+    case conf::Outcome::xpass:
+      return V::xpass;
+  }
+  return V::failed;
+}
+
+/// The run's header for --json and --junit: machine, versions, and the device as the plugin
+/// describes it (its PluginInfo from the target's registry).
+gpuplug::tool::RunRecord run_record(const conf::Target& target,
+                                    const std::optional<std::string>& plugin_file,
+                                    const std::optional<std::string>& backend,
+                                    const std::string& unavailable) {
+  gpuplug::tool::RunRecord rec;
+  rec.gpuplug_version = gpuplug::version_string;
+  rec.abi_version =
+      std::to_string(GPUPLUG_ABI_VERSION_MAJOR) + "." + std::to_string(GPUPLUG_ABI_VERSION_MINOR);
+  rec.started = gpuplug::tool::utc_now_iso8601();
+  rec.machine = gpuplug::tool::Machine::here();
+  if (!unavailable.empty()) {
+    rec.available = false;
+    rec.unavailable_reason = unavailable;
+    rec.backend = plugin_file ? *plugin_file : backend.value_or("auto");
+    if (rec.backend.ends_with('!')) rec.backend.pop_back();  // "cuda:0!" is column "cuda:0"
+    rec.plugin_file = plugin_file.value_or("");
+    return rec;
+  }
+  rec.backend = target.backend_name();
+  rec.plugin = target.plugin;
+  rec.plugin_file = target.plugin_file.string();
+  if (!target.registry) return rec;
+  for (const auto& p : target.registry->plugins()) {
+    if (p.name != target.plugin) continue;
+    for (const auto& d : p.devices) {
+      if (d.ordinal != target.ordinal) continue;
+      rec.device.name = d.name;
+      rec.device.uuid = d.uuid;
+      rec.device.pci = d.pci ? gpuplug::to_string(*d.pci) : "";
+      rec.device.device_class = gpuplug::to_string(d.device_class);
+      rec.device.driver_version = d.driver_version;
+      rec.device.runtime_version = d.runtime_version;
+    }
+  }
+  return rec;
+}
+
+/// Writes `text` to `file` whole; false (having said why, naming the option) when it cannot.
+bool write_text_file(const std::string& file, const std::string& text, std::string_view option) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (out) return true;
+  std::cerr << "gpuplug check: " << option << ": cannot write '"
+            << gpuplug::support::escape_text(file) << "'\n";
+  return false;
 }
 
 }  // namespace
@@ -316,7 +410,12 @@ int run_check(std::span<const std::string_view> args) {
   std::optional<std::string_view> run_case_name;  // set in the child of --isolate
   std::string_view result_pipe;                   // likewise (run_child's inode number)
   bool isolate = false;
-  long timeout_s = 0;  // 0: no limit
+  long timeout_s = 0;                     // 0: no limit
+  std::optional<std::string> json_file;   // --json
+  std::optional<std::string> junit_file;  // --junit
+  UserCases user;
+  bool only_user = false;  // --only-user
+  bool list = false;       // --list
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     auto value = [&]() -> std::optional<std::string> {
@@ -327,7 +426,16 @@ int run_check(std::span<const std::string_view> args) {
       print_usage(std::cout);
       return 0;
     } else if (a == "--list") {
-      return list_cases();
+      list = true;
+    } else if (a == "--cases") {
+      auto file = value();
+      if (!file) return usage_error("--cases needs a shared library of cases");
+      user.files.push_back(*file);
+    } else if (a == "--modules") {
+      user.modules = value();
+      if (!user.modules) return usage_error("--modules needs a folder");
+    } else if (a == "--only-user") {
+      only_user = true;
     } else if (a == "--list-plugins") {
       return list_plugins();
     } else if (a == "--backend") {
@@ -339,6 +447,12 @@ int run_check(std::span<const std::string_view> args) {
     } else if (a == "--known-failures") {
       known_file = value();
       if (!known_file) return usage_error("--known-failures needs a file");
+    } else if (a == "--json") {
+      json_file = value();
+      if (!json_file) return usage_error("--json needs a file to write");
+    } else if (a == "--junit") {
+      junit_file = value();
+      if (!junit_file) return usage_error("--junit needs a file to write");
     } else if (a == "--isolate") {
       isolate = true;
     } else if (a == "--timeout") {
@@ -366,17 +480,30 @@ int run_check(std::span<const std::string_view> args) {
     }
   }
   if (backend && plugin_file) return usage_error("--backend and --plugin exclude each other");
+  if (only_user && user.files.empty())
+    return usage_error("--only-user needs --cases FILE (the cases to run instead of the built-in ones)");
+  try {
+    user.cases = gpuplug::tool::load_case_libraries(user.files, conf::all_cases());
+  } catch (const gpuplug::tool::BadCaseLibrary& e) {
+    return usage_error(e.what());
+  }
+  std::vector<conf::Case> all;
+  if (!only_user || run_case_name)
+    all.assign(conf::all_cases().begin(), conf::all_cases().end());
+  all.insert(all.end(), user.cases.begin(), user.cases.end());
+  if (list) return list_cases(all);
   if (run_case_name) {
-    if (isolate || !filters.empty())
-      return usage_error("--run-case (internal) takes no --isolate, --timeout or --case");
+    if (isolate || !filters.empty() || json_file || junit_file)
+      return usage_error(
+          "--run-case (internal) takes no --isolate, --timeout, --case, --json or --junit");
     const std::filesystem::path path =
         known_file ? std::filesystem::path(*known_file) : conf::KnownFailures::default_file();
     return run_one_case(*run_case_name, result_pipe, backend, plugin_file,
-                        conf::KnownFailures::load(path));
+                        conf::KnownFailures::load(path), all, user);
   }
 
   std::vector<const conf::Case*> cases;
-  for (const auto& c : conf::all_cases()) {
+  for (const auto& c : all) {
     if (selected(c, filters)) cases.push_back(&c);
   }
   if (cases.empty()) return usage_error("no case matches the --case filters (see --list)");
@@ -399,6 +526,7 @@ int run_check(std::span<const std::string_view> args) {
       chosen = target.backend_name() + " (selector '" + selector + "') from " +
                target.plugin_file.string();
     }
+    if (user.modules) target.user_modules = *user.modules;
   } catch (const std::exception& e) {
     unavailable = e.what();
   }
@@ -416,7 +544,7 @@ int run_check(std::span<const std::string_view> args) {
                                 : std::string("no time limit"))
               << "\n";
   }
-  for (const auto& problem : known.problems()) std::cout << "warning:        " << problem << "\n";
+  for (const auto& problem : known.problems(user.cases)) std::cout << "warning:        " << problem << "\n";
   std::cout << "\n";
 
   std::size_t width = 4;
@@ -433,6 +561,10 @@ int run_check(std::span<const std::string_view> args) {
   name_cell("case");
   rest("result", "time", "reason");
 
+  gpuplug::tool::RunRecord record = run_record(target, plugin_file, backend, unavailable);
+  record.isolated = isolate;
+  record.timeout_s = timeout_s;
+
   if (!isolate) install_crash_note();
   conf::Tally tally;
   for (const auto* c : cases) {
@@ -440,12 +572,16 @@ int run_check(std::span<const std::string_view> args) {
     if (!unavailable.empty()) {
       tally.add(conf::Outcome::skipped);
       rest("skipped", "-", "backend unavailable");
+      record.cases.push_back({std::string(c->name), std::string(c->summary),
+                              gpuplug::tool::Verdict::skipped, 0.0,
+                              "backend unavailable: " + unavailable});
       continue;
     }
     std::string child_output;
-    const conf::Result r =
-        isolate ? run_isolated(*c, target, plugin_file, known_path, known, timeout_s, child_output)
-                : conf::run_case(*c, target, known);
+    std::optional<gpuplug::tool::Verdict> died;
+    const conf::Result r = isolate ? run_isolated(*c, target, plugin_file, known_path, known,
+                                                  timeout_s, user, child_output, died)
+                                   : conf::run_case(*c, target, known);
     tally.add(r.outcome);
     std::string reason = r.reason;
     for (const auto& n : r.notes) reason += (reason.empty() ? "" : "; ") + n;
@@ -453,8 +589,14 @@ int run_check(std::span<const std::string_view> args) {
     std::snprintf(ms, sizeof ms, "%.0f ms", r.elapsed.count() * 1000.0);
     rest(conf::to_string(r.outcome), ms, one_line(reason));
     if (!child_output.empty()) std::cout << child_output << std::flush;
+    record.cases.push_back({std::string(c->name), std::string(c->summary),
+                            died.value_or(verdict_of(r.outcome)), r.elapsed.count(), reason});
   }
   std::cout << tally.line() << std::endl;
+  if (json_file && !write_text_file(*json_file, gpuplug::tool::to_json(record), "--json"))
+    return exit_usage;
+  if (junit_file && !write_text_file(*junit_file, gpuplug::tool::to_junit(record), "--junit"))
+    return exit_usage;
   if (!unavailable.empty()) return exit_unavailable;
   return tally.failed == 0 ? 0 : exit_failed;
 }

@@ -14,6 +14,7 @@
 
 #include "check.hpp"
 #include "explain.hpp"
+#include "matrix.hpp"
 #include "modules.hpp"
 
 namespace {
@@ -60,6 +61,8 @@ void print_usage(std::ostream& os) {
         "                  per case (see 'gpuplug check --help')\n"
         "  modules [--backend SEL] [--modules DIR] [--json]\n"
         "                  kernel preflight: which target of each module loads on each device\n"
+        "  matrix [--markdown] [--html OUT] [--baseline OLD.json]... RESULT.json...\n"
+        "                  one table of `check --json` runs from several backends and machines\n"
         "\n"
         "options:\n"
         "  --version       print the gpuplug and plugin ABI versions\n"
@@ -276,9 +279,11 @@ struct Command {
 };
 
 // New commands (e.g. `check`) are one line here.
-constexpr std::array<Command, 3> commands{{
-    {"list", &cmd_list}, {"check", &run_check},  // tools/gpuplug/check.cpp
-    {"modules", &run_modules},                    // tools/gpuplug/modules.cpp
+constexpr std::array<Command, 4> commands{{
+    {"list", &cmd_list},
+    {"check", &run_check},                       // tools/gpuplug/check.cpp
+    {"modules", &run_modules},                   // tools/gpuplug/modules.cpp
+    {"matrix", &gpuplug::tool::run_matrix},      // tools/gpuplug/matrix.cpp
 }};
 
 }  // namespace
