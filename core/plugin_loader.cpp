@@ -199,6 +199,7 @@ std::optional<Refusal> load_and_check(const fs::path& file, PluginInfo& info,
   // Only the header (struct_size, abi_version) is read before the major version is known.
   info.abi_version = published->abi_version;
   if (auto why = check_header(*published)) return why;
+  if (auto why = check_answer(*published, GPUPLUG_ABI_VERSION)) return why;
   table = copy_table(*published);
   if (auto why = check_name(table)) return why;
   info.name = table.name;

@@ -232,6 +232,16 @@ std::optional<Refusal> check_header(const gpuplug_plugin_v1& published) {
   return std::nullopt;
 }
 
+std::optional<Refusal> check_answer(const gpuplug_plugin_v1& published, std::uint32_t asked) {
+  if (GPUPLUG_ABI_MAJOR(published.abi_version) == GPUPLUG_ABI_MAJOR(asked) &&
+      GPUPLUG_ABI_MINOR(published.abi_version) <= GPUPLUG_ABI_MINOR(asked))
+    return std::nullopt;
+  return Refusal{PluginReason::abi_mismatch,
+                 "breaks ABI-4: plugin answered ABI " + abi_version_text(published.abi_version) +
+                     " to a host that asked for " + abi_version_text(asked) +
+                     " (a plugin answers the highest version both share, never a later one)"};
+}
+
 std::optional<Refusal> check_name(const gpuplug_plugin_v1& table) {
   if (table.name != nullptr && support::valid_plugin_name(table.name)) return std::nullopt;
   return Refusal{PluginReason::abi_mismatch,

@@ -40,6 +40,14 @@ struct Refusal {
 /// (table_too_small). These are the only fields read before the major version is known.
 std::optional<Refusal> check_header(const gpuplug_plugin_v1& published);
 
+/// ABI-4 on the answer to the entry point: the table `published`, returned for the host version
+/// `asked`, must declare `asked` or a lower minor of the same major. A later minor is refused
+/// (abi_mismatch) naming both versions and the rule: a plugin that answers more than it was asked
+/// for promises slots and struct fields the host never agreed to. Call after check_header (which
+/// refuses another major first, ABI-5). Tables given to create_backend_from_table answered no
+/// request, so only the loader calls this.
+std::optional<Refusal> check_answer(const gpuplug_plugin_v1& published, std::uint32_t asked);
+
 /// Checks what v1 requires of a copied table: a name of [a-z0-9_]+ (`check_name`) and every
 /// required slot set (`check_required_slots`, naming the first null one). A table that breaks
 /// them is an ABI violation (abi_mismatch), whatever its version says.

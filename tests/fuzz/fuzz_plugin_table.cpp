@@ -221,8 +221,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   if ((flags & 0x08) != 0) struct_size = in.integral<std::uint32_t>();  // sometimes anything
   std::uint32_t abi_version = in.integral<std::uint32_t>();
-  if ((flags & 0x10) == 0)
-    abi_version = GPUPLUG_MAKE_VERSION(GPUPLUG_ABI_VERSION_MAJOR, abi_version & 0xFFFF);
+  // Mostly our major; the minor mostly one this host asked for or below (ABI-4 refuses a later
+  // one, so a random minor would leave few tables for the checks past the header).
+  if ((flags & 0x10) == 0) {
+    const std::uint32_t minor = (flags & 0x80) != 0
+                                    ? abi_version & 0xFFFF
+                                    : (abi_version & 0xFFFF) % (GPUPLUG_ABI_VERSION_MINOR + 1);
+    abi_version = GPUPLUG_MAKE_VERSION(GPUPLUG_ABI_VERSION_MAJOR, minor);
+  }
   static constexpr std::array<const char*, 4> names{"fuzz", "fz_0", "Fuzz", "fuzz-x"};
   const std::uint8_t name_pick = in.integral<std::uint8_t>();
   std::string name = name_pick < 200 ? names[name_pick % names.size()] : in.string(24);
@@ -280,13 +286,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       broken(std::string(why) + ", but the registry says " + describe(info));
     }
   };
+  const bool later_minor = GPUPLUG_ABI_MINOR(abi_version) > GPUPLUG_ABI_VERSION_MINOR;
   const bool table_ok = !null_table &&
                         GPUPLUG_ABI_MAJOR(abi_version) == GPUPLUG_ABI_VERSION_MAJOR &&
-                        struct_size >= GPUPLUG_PLUGIN_V1_MIN_SIZE;
+                        !later_minor && struct_size >= GPUPLUG_PLUGIN_V1_MIN_SIZE;
   if (null_table) {
     expect_failed({PluginReason::entry_returned_null}, "the entry returned null");
   } else if (GPUPLUG_ABI_MAJOR(abi_version) != GPUPLUG_ABI_VERSION_MAJOR) {
     expect_failed({PluginReason::abi_mismatch}, "the table has another major version");
+  } else if (later_minor) {
+    expect_failed({PluginReason::abi_mismatch}, "the table answers a later minor (ABI-4)");
+    if (info.message.find("breaks ABI-4") == std::string::npos)
+      broken("a later minor was refused without naming ABI-4: " + describe(info));
   } else if (struct_size < GPUPLUG_PLUGIN_V1_MIN_SIZE) {
     expect_failed({PluginReason::table_too_small}, "the table is below the v1 minimum size");
   } else if (null_name || !valid_name(name.c_str())) {

@@ -25,7 +25,7 @@ run "example only" "$gpuplug" check --backend host --only-user --cases "$example
 [[ $rc -eq 0 ]] || { echo "FAIL: the example's cases exit $rc on host"; fail=1; }
 expect '^scale_matches_host_and_cpu +passed' "scale_matches_host_and_cpu passes on host"
 expect '^scale_on_managed_memory +passed' "scale_on_managed_memory passes on host"
-expect '^2 passed, 0 failed, 0 skipped$' "only the two user cases ran"
+expect '^2 passed, 0 failed, 0 skipped$' "only the two user cases ran (no lints: --only-user)"
 
 run "example isolated" "$gpuplug" check --backend host --only-user --isolate --cases "$example" --modules "$modules"
 [[ $rc -eq 0 ]] || { echo "FAIL: the example's cases exit $rc isolated"; fail=1; }
@@ -33,7 +33,8 @@ expect '^2 passed, 0 failed, 0 skipped$' "isolated children find the user cases 
 
 run "example beside the suite" "$gpuplug" check --backend host --case alloc_copy --case scale_ --cases "$example" --modules "$modules"
 expect '^alloc_copy_roundtrip +passed' "a built-in case runs beside the user's"
-expect '^3 passed, 0 failed, 0 skipped$' "built-in and user cases together"
+expect '^lint exports: ok' "the lints run beside the suite"
+expect '^8 passed, 0 failed, 0 skipped$' "built-in and user cases together (and the 5 lints)"
 
 run "example without --modules" "$gpuplug" check --backend host --only-user --cases "$example"
 expect "^scale_matches_host_and_cpu +skipped +[0-9]+ ms +no image of module 'scale' for plugin 'host'" "a missing module is a skip naming it"

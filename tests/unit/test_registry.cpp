@@ -89,6 +89,11 @@ BOOST_AUTO_TEST_CASE(every_fake_is_listed_with_its_reason) {
   expect("libgpuplug-abi2.so", PluginState::failed, PluginReason::abi_mismatch,
          "plugin speaks ABI 2.0, host speaks 1.1");
   BOOST_TEST(get("libgpuplug-abi2.so").abi_version == GPUPLUG_MAKE_VERSION(2, 0));
+  // ABI-4: an answer of a later minor than the host asked for is refused, not trimmed to the
+  // known prefix.
+  expect("libgpuplug-later_minor.so", PluginState::failed, PluginReason::abi_mismatch,
+         "breaks ABI-4: plugin answered ABI 1.5 to a host that asked for 1.1");
+  BOOST_TEST(get("libgpuplug-later_minor.so").abi_version == GPUPLUG_MAKE_VERSION(1, 5));
   expect("libgpuplug-small.so", PluginState::failed, PluginReason::table_too_small, "16 bytes");
   expect("libgpuplug-nullslot.so", PluginState::failed, PluginReason::abi_mismatch,
          "'probe' is null");
@@ -148,7 +153,7 @@ BOOST_AUTO_TEST_CASE(discovery_order_follows_the_search_path) {
   gpuplug::PluginRegistry registry;
   registry.discover();
   const auto plugins = registry.plugins();
-  BOOST_REQUIRE(plugins.size() >= 10u);
+  BOOST_REQUIRE(plugins.size() >= 11u);
   // GPUPLUG_PLUGIN_PATH first: the host file named directly, then the fake folder, sorted.
   BOOST_TEST(plugins[0].path == host_plugin_file());
   std::vector<std::string> fakes;
@@ -156,7 +161,7 @@ BOOST_AUTO_TEST_CASE(discovery_order_follows_the_search_path) {
   for (; i < plugins.size() && plugins[i].path.parent_path() == fake_plugin_dir(); ++i) {
     fakes.push_back(plugins[i].path.filename().string());
   }
-  BOOST_TEST(fakes.size() == 10u);
+  BOOST_TEST(fakes.size() == 11u);
   BOOST_TEST(std::is_sorted(fakes.begin(), fakes.end()));
   // Nothing from the fake folder later, and the real host (also in the build tree's plugin
   // folder) is not listed twice.

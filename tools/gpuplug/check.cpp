@@ -7,8 +7,10 @@
 //   gpuplug check --list-plugins    one line per candidate plugin: name, state, reason, devices,
 //                                   message (tab-separated; what scripts/test reads)
 //
-// Output: a header naming the backend and why it was chosen, one row per case as it finishes
-// (case, result, time, reason), and a last line that is exactly "N passed, N failed, N skipped".
+// Output: a header naming the backend and why it was chosen, one line per lint of the plugin file
+// ("lint exports: ok", "lint runpath: FAILED: <why>"; lint.hpp, docs/lints.md), one row per case
+// as it finishes (case, result, time, reason), and a last line that is exactly "N passed, N
+// failed, N skipped", where each lint counts as passed or failed.
 // Known failures (known_failures.txt) that fail count as skipped ("xfail", with the reason);
 // listed ones that pass count as failed ("XPASS"), so the list stays honest.
 // --isolate runs every case in a child process of its own (this program again, from
@@ -19,8 +21,11 @@
 // --isolate, since a hung thread cannot be stopped inside this process. A child's own output is
 // collected, never interleaved with the table, and shown (its last lines) under a row that did
 // not pass.
-// Exit status: 0 nothing failed; 1 a case failed; 2 usage error; 3 the backend is unavailable
-// (every case is then reported skipped with the reason).
+// The lints that load the plugin always run in a child (--run-lints FILE, on the same kind of
+// result pipe, at most --timeout or 60 s), so that a plugin that crashes, exits or hangs while it
+// loads fails them instead of ending the run.
+// Exit status: 0 nothing failed; 1 a case or a lint failed; 2 usage error; 3 the backend is
+// unavailable (every case is then reported skipped with the reason).
 #include "check.hpp"
 
 #include <sys/wait.h>
@@ -42,6 +47,7 @@
 
 #include "case_library.hpp"
 #include "isolate.hpp"
+#include "lint.hpp"
 #include "results.hpp"
 
 namespace conf = gpuplug::conformance;
@@ -60,6 +66,18 @@ void print_usage(std::ostream& os) {
         "       gpuplug check --list | --list-plugins\n"
         "\n"
         "Runs the conformance suite against one backend: a plugin author's first test.\n"
+        "First it lints the plugin file (--plugin FILE, or the file of the selected plugin),\n"
+        "one line each, 'lint NAME: ok' or 'lint NAME: FAILED: why' (docs/lints.md):\n"
+        "  exports             it exports gpuplug_plugin_entry and nothing else\n"
+        "  static_destructors  it imports no __cxa_atexit, __cxa_thread_atexit(_impl), atexit\n"
+        "  runpath             no RUNPATH/RPATH element is empty or relative (the current "
+        "directory)\n"
+        "  name                libgpuplug-<name>.so publishes a table named <name>\n"
+        "  abi_answer          asked for 1.0, this host's version and 1.99 it answers a table\n"
+        "                      of major 1 and no later minor than asked (ABI-4)\n"
+        "A file that is not a well-formed shared object fails every lint and is not loaded;\n"
+        "name and abi_answer load it in a child process (at most --timeout, else 60 s), so a\n"
+        "plugin that crashes or hangs while loading fails them and the run goes on.\n"
         "\n"
         "  --backend SEL          selector as for the API: auto (default; GPUPLUG_BACKEND "
         "applies),\n"
@@ -83,13 +101,14 @@ void print_usage(std::ostream& os) {
         "  --cases LIB.so         also run the cases a library of your own lists\n"
         "                         (<gpuplug/conformance.hpp>, GPUPLUG_CONFORMANCE_CASES); repeatable\n"
         "  --modules DIR          your cases' kernel modules: DIR/<plugin>/<module>.*\n"
-        "  --only-user            run only the --cases cases, not the built-in suite\n"
+        "  --only-user            run only the --cases cases: not the built-in suite, not the lints\n"
         "  --list                 list the cases (with --cases: yours too) and exit\n"
         "  --list-plugins         list candidate plugins as tab-separated lines and exit\n"
         "\n"
-        "The last line is 'N passed, N failed, N skipped' (xfail counts as skipped; XPASS,\n"
-        "crashed and timed-out cases as failed).\n"
-        "Exit status: 0 nothing failed, 1 a case failed, 2 usage error, 3 backend unavailable.\n";
+        "The last line is 'N passed, N failed, N skipped' (each lint counts as passed or failed;\n"
+        "xfail counts as skipped; XPASS, crashed and timed-out cases as failed).\n"
+        "Exit status: 0 nothing failed, 1 a case or a lint failed, 2 usage error, 3 backend\n"
+        "unavailable.\n";
 }
 
 int usage_error(const std::string& message) {
@@ -400,6 +419,83 @@ bool write_text_file(const std::string& file, const std::string& text, std::stri
   return false;
 }
 
+/// `gpuplug check --run-lints FILE --result-pipe INODE`: the child of run_lints that loads the
+/// plugin for the lints that run its code (lint_loaded) and writes their record to descriptor 3.
+int run_loaded_lints(std::string_view file, std::string_view result_pipe) {
+  if (!gpuplug::tool::is_result_pipe(result_pipe))
+    return usage_error(
+        "--run-lints is internal to the lints (descriptor 3 is not its result pipe)");
+  const auto results = gpuplug::tool::lint_loaded(std::filesystem::path(file));
+  return write_all(gpuplug::tool::child_result_fd, gpuplug::tool::encode_lints(results))
+             ? 0
+             : exit_failed;
+}
+
+/// lint_loaded in a child process: a plugin that crashes, exits or hangs while it loads or
+/// answers fails those lints, naming how, instead of ending the checker. `timeout_s` > 0.
+std::vector<gpuplug::tool::LintResult> loaded_lints_isolated(const std::filesystem::path& file,
+                                                             long timeout_s) {
+  const auto run = gpuplug::tool::run_child({"gpuplug", "check", "--run-lints", file.string()},
+                                            std::chrono::seconds(timeout_s));
+  std::string why;
+  std::string defect;
+  if (!run.spawn_error.empty()) {
+    why = "could not load the plugin in a child process: " + run.spawn_error;
+  } else if (run.timed_out) {
+    why = "loading the plugin and calling its entry point timed out after " +
+          std::to_string(timeout_s) + " s (" +
+          gpuplug::tool::describe_wait_status(run.wait_status) + ")";
+  } else if (WIFSIGNALED(run.wait_status)) {
+    why = "the process that loaded the plugin crashed: " +
+          gpuplug::tool::describe_wait_status(run.wait_status);
+  } else if (const auto decoded = gpuplug::tool::decode_lints(run.result, defect);
+             decoded && WIFEXITED(run.wait_status) && WEXITSTATUS(run.wait_status) == 0) {
+    return *decoded;
+  } else {
+    why = "the process that loaded the plugin " +
+          gpuplug::tool::describe_wait_status(run.wait_status) +
+          (decoded ? "" : " and " + (run.result.empty() ? std::string("left no result") : defect));
+  }
+  return gpuplug::tool::loaded_lints_failed(why);
+}
+
+/// How long the child that loads the plugin for the lints may take when --timeout sets no limit:
+/// loading and three calls of the entry point take milliseconds, a minute only stops a hang.
+constexpr long lint_load_timeout_s = 60;
+
+/// Runs the lints on `file` and prints one line each ("lint exports: ok", "lint runpath: FAILED:
+/// <why>"), counted in `tally` as passed or failed: first those that only read the file, then,
+/// when it is a well-formed shared object, those that load it. Those always run in a child
+/// process, with or without --isolate: the file may be one the registry has just seen crash its
+/// probe, and without --isolate the cases are then skipped, so the lints would be the only code
+/// to load it into this process.
+void run_lints(const std::filesystem::path& file, long timeout_s, conf::Tally& tally,
+               std::vector<gpuplug::tool::CaseRecord>& record) {
+  const auto print = [&](const std::vector<gpuplug::tool::LintResult>& results) {
+    for (const auto& r : results) {
+      tally.add(r.ok() ? conf::Outcome::passed : conf::Outcome::failed);
+      // In --json/--junit and the matrix as the row "lint_<name>".
+      record.push_back({"lint_" + std::string(r.name), "the plugin file passes the " +
+                                                           std::string(r.name) + " lint",
+                        r.ok() ? gpuplug::tool::Verdict::passed : gpuplug::tool::Verdict::failed,
+                        0.0, r.ok() ? std::string() : r.failure});
+      std::cout << "lint " << r.name << ": " << (r.ok() ? "ok" : "FAILED: " + one_line(r.failure))
+                << "\n";
+    }
+    // Out before the plugin is loaded: a crash in it leaves the lines so far on the terminal.
+    std::cout << std::flush;
+  };
+  bool loadable = false;
+  print(gpuplug::tool::lint_file(file, loadable));
+  if (!loadable) {
+    print(gpuplug::tool::loaded_lints_failed(
+        "not loaded: the file is not a well-formed shared object (see lint exports)"));
+  } else {
+    print(loaded_lints_isolated(file, timeout_s > 0 ? timeout_s : lint_load_timeout_s));
+  }
+  std::cout << "\n" << std::flush;
+}
+
 }  // namespace
 
 int run_check(std::span<const std::string_view> args) {
@@ -407,8 +503,9 @@ int run_check(std::span<const std::string_view> args) {
   std::optional<std::string> plugin_file;
   std::optional<std::string> known_file;
   std::vector<std::string_view> filters;
-  std::optional<std::string_view> run_case_name;  // set in the child of --isolate
-  std::string_view result_pipe;                   // likewise (run_child's inode number)
+  std::optional<std::string_view> run_case_name;   // set in the child of --isolate
+  std::string_view result_pipe;                    // likewise (run_child's inode number)
+  std::optional<std::string_view> run_lints_file;  // set in the child of run_lints
   bool isolate = false;
   long timeout_s = 0;                     // 0: no limit
   std::optional<std::string> json_file;   // --json
@@ -469,6 +566,9 @@ int run_check(std::span<const std::string_view> args) {
     } else if (a == "--run-case") {
       if (i + 1 >= args.size()) return usage_error("--run-case needs a case name");
       run_case_name = args[++i];
+    } else if (a == "--run-lints") {
+      if (i + 1 >= args.size()) return usage_error("--run-lints needs a plugin file");
+      run_lints_file = args[++i];
     } else if (a == gpuplug::tool::result_pipe_option) {
       if (i + 1 >= args.size()) return usage_error("--result-pipe needs an inode number");
       result_pipe = args[++i];
@@ -480,6 +580,11 @@ int run_check(std::span<const std::string_view> args) {
     }
   }
   if (backend && plugin_file) return usage_error("--backend and --plugin exclude each other");
+  if (run_lints_file) {
+    if (run_case_name || backend || plugin_file || isolate || !filters.empty())
+      return usage_error("--run-lints (internal) takes no other option but --result-pipe");
+    return run_loaded_lints(*run_lints_file, result_pipe);
+  }
   if (only_user && user.files.empty())
     return usage_error("--only-user needs --cases FILE (the cases to run instead of the built-in ones)");
   try {
@@ -547,6 +652,21 @@ int run_check(std::span<const std::string_view> args) {
   for (const auto& problem : known.problems(user.cases)) std::cout << "warning:        " << problem << "\n";
   std::cout << "\n";
 
+  gpuplug::tool::RunRecord record = run_record(target, plugin_file, backend, unavailable);
+  record.isolated = isolate;
+  record.timeout_s = timeout_s;
+
+  // The lints, before the cases: on the file given, or on the file of the plugin selected.
+  // --only-user leaves them out with the built-in cases: the run is about the user's kernels.
+  conf::Tally tally;
+  if (only_user) {
+    // nothing: the lints belong to the built-in suite
+  } else if (plugin_file) {
+    run_lints(*plugin_file, timeout_s, tally, record.cases);
+  } else if (unavailable.empty()) {
+    run_lints(target.plugin_file, timeout_s, tally, record.cases);
+  }
+
   std::size_t width = 4;
   for (const auto* c : cases) width = std::max(width, c->name.size());
   // The name goes out (flushed) before the case runs, so a case that kills the process is
@@ -561,12 +681,7 @@ int run_check(std::span<const std::string_view> args) {
   name_cell("case");
   rest("result", "time", "reason");
 
-  gpuplug::tool::RunRecord record = run_record(target, plugin_file, backend, unavailable);
-  record.isolated = isolate;
-  record.timeout_s = timeout_s;
-
   if (!isolate) install_crash_note();
-  conf::Tally tally;
   for (const auto* c : cases) {
     name_cell(c->name);
     if (!unavailable.empty()) {

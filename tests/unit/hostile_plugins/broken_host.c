@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 static gpuplug_plugin_v1 table;
-static int table_ready;
 
 static gpuplug_status_t crashing_launch(gpuplug_instance_t inst, uint64_t function,
                                         gpuplug_dim3_t grid, gpuplug_dim3_t block,
@@ -42,23 +41,22 @@ static gpuplug_status_t hanging_event_synchronize(gpuplug_instance_t inst, uint6
   return GPUPLUG_STATUS_SUCCESS;
 }
 
+/* The host plugin's answer to each version asked for (ABI-4, which `gpuplug check`'s abi_answer
+ * lint checks for 1.0, 1.1 and 1.99), rebuilt on every call: the core copies the table it gets. */
 GPUPLUG_PLUGIN_EXPORT const gpuplug_plugin_v1* gpuplug_plugin_entry(uint32_t host_abi_version) {
-  if (!table_ready) {
-    /* Never closed: the table's slots point into it. */
-    void* real = dlopen(GPUPLUG_HOST_PLUGIN_FILE, RTLD_NOW | RTLD_LOCAL);
-    if (real == NULL) return NULL;
-    gpuplug_plugin_entry_fn entry = (gpuplug_plugin_entry_fn)dlsym(real, GPUPLUG_PLUGIN_ENTRY_SYMBOL);
-    if (entry == NULL) return NULL;
-    const gpuplug_plugin_v1* t = entry(host_abi_version);
-    if (t == NULL || t->struct_size > sizeof table) return NULL;
-    memset(&table, 0, sizeof table);
-    memcpy(&table, t, t->struct_size);
-    table.name = "broken_host";
-    table.launch = crashing_launch;
-    table.memset_d8 = exiting_memset;
-    if (t->struct_size >= offsetof(gpuplug_plugin_v1, event_synchronize) + sizeof(void*))
-      table.event_synchronize = hanging_event_synchronize;
-    table_ready = 1;
-  }
+  /* Never closed: the table's slots point into it. */
+  void* real = dlopen(GPUPLUG_HOST_PLUGIN_FILE, RTLD_NOW | RTLD_LOCAL);
+  if (real == NULL) return NULL;
+  gpuplug_plugin_entry_fn entry = (gpuplug_plugin_entry_fn)dlsym(real, GPUPLUG_PLUGIN_ENTRY_SYMBOL);
+  if (entry == NULL) return NULL;
+  const gpuplug_plugin_v1* t = entry(host_abi_version);
+  if (t == NULL || t->struct_size > sizeof table) return NULL;
+  memset(&table, 0, sizeof table);
+  memcpy(&table, t, t->struct_size);
+  table.name = "broken_host";
+  table.launch = crashing_launch;
+  table.memset_d8 = exiting_memset;
+  if (t->struct_size >= offsetof(gpuplug_plugin_v1, event_synchronize) + sizeof(void*))
+    table.event_synchronize = hanging_event_synchronize;
   return &table;
 }
