@@ -137,7 +137,7 @@ _gpuplug_kit_run() {
   local tdir="$tmp/template"
   _gpuplug_kit_step "configure share/gpuplug/examples/plugin_template (find_package(gpuplug))" "$tmp/template-configure.log" \
     cmake -S "$prefix/share/gpuplug/examples/plugin_template" -B "$tdir" "${cmake_args[@]}" || return 1
-  _gpuplug_kit_step "build examples/plugin_template" "$tmp/template-build.log" \
+  _gpuplug_kit_step "build the installed template" "$tmp/template-build.log" \
     cmake --build "$tdir" || return 1
   local plugin="$tdir/lib/gpuplug/plugins/libgpuplug-example.so"
   [ -f "$plugin" ] || { _gpuplug_kit_fail "the template did not build $plugin"; return 1; }
