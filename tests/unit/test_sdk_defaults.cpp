@@ -157,13 +157,14 @@ BOOST_AUTO_TEST_CASE(async_copies_default_to_stream_then_synchronous_copy) {
   BOOST_TEST_REQUIRE(table().alloc(d.inst, 16, "b", &b) == GPUPLUG_STATUS_SUCCESS);
   const std::array<std::uint8_t, 16> in{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
   std::array<std::uint8_t, 16> out{};
-  BOOST_TEST(table().copy_h2d_async(d.inst, a, in.data(), in.size(), stream) == GPUPLUG_STATUS_SUCCESS,
-             d.last_error());
+  BOOST_TEST(
+      table().copy_h2d_async(d.inst, a, in.data(), in.size(), stream) == GPUPLUG_STATUS_SUCCESS,
+      d.last_error());
   BOOST_TEST(table().copy_d2d_async(d.inst, b, a, in.size(), 0) == GPUPLUG_STATUS_SUCCESS,
              d.last_error());
-  BOOST_TEST(table().copy_d2h_async(d.inst, out.data(), b, out.size(), stream) ==
-                 GPUPLUG_STATUS_SUCCESS,
-             d.last_error());
+  BOOST_TEST(
+      table().copy_d2h_async(d.inst, out.data(), b, out.size(), stream) == GPUPLUG_STATUS_SUCCESS,
+      d.last_error());
   BOOST_TEST(out == in);
   const std::string s = std::to_string(stream);
   const std::vector<std::string> expected{"stream_synchronize(" + s + ")", "copy_h2d",
@@ -203,9 +204,9 @@ BOOST_AUTO_TEST_CASE(create_accepts_a_future_common_option) {
   const gpuplug_option_t options[] = {{"gpuplug.future_option", "on"}};
   gpuplug_instance_t inst = nullptr;
   char error[256] = {};
-  BOOST_TEST(table().create(0, options, 1, nullptr, &inst, error, sizeof error) ==
-                 GPUPLUG_STATUS_SUCCESS,
-             error);
+  BOOST_TEST(
+      table().create(0, options, 1, nullptr, &inst, error, sizeof error) == GPUPLUG_STATUS_SUCCESS,
+      error);
   BOOST_TEST(inst != nullptr);
   if (inst != nullptr) table().destroy(inst);
   const gpuplug_option_t unknown[] = {{"future_option", "on"}};

@@ -4,14 +4,14 @@
 // needs to bound a kernel's accesses), and the module registry answers lookups by name. Built
 // against the installed headers and static SDK only; exits non-zero naming the first mismatch.
 #include <gpuplug/e4m3.h>
-#include <gpuplug/ledger.hpp>
-#include <gpuplug/module_registry.hpp>
-#include <gpuplug/plugin_sdk.hpp>
 
 #include <array>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <gpuplug/ledger.hpp>
+#include <gpuplug/module_registry.hpp>
+#include <gpuplug/plugin_sdk.hpp>
 #include <memory>
 #include <optional>
 #include <string>
@@ -74,9 +74,7 @@ class LookupDevice final : public sdk::Device {
   std::uint64_t vendor_get_function(sdk::VendorModule, const std::string& func) override {
     return func == "touch" ? 0x7000 : 0;
   }
-  std::vector<std::string> vendor_list_functions(sdk::VendorModule) override {
-    return {"touch"};
-  }
+  std::vector<std::string> vendor_list_functions(sdk::VendorModule) override { return {"touch"}; }
   std::optional<sdk::VendorGlobal> vendor_get_global(sdk::VendorModule,
                                                      const std::string&) override {
     return std::nullopt;
@@ -128,18 +126,19 @@ int main() {
   void* params[] = {&interior};
   check(t.launch(inst, 0x7000, {1, 1, 1}, {1, 1, 1}, 0, 0, params) == GPUPLUG_STATUS_SUCCESS,
         "launch with a pointer inside the allocation");
-  check(device.launched_in && device.launched_in->ptr == buffer &&
-            device.launched_in->bytes == 4096,
-        "ledger().find(buffer + 1000) is the 4096-byte allocation at buffer");
+  check(
+      device.launched_in && device.launched_in->ptr == buffer && device.launched_in->bytes == 4096,
+      "ledger().find(buffer + 1000) is the 4096-byte allocation at buffer");
   std::uint64_t outside = buffer + 4096;
   params[0] = &outside;
-  check(t.launch(inst, 0x7000, {1, 1, 1}, {1, 1, 1}, 0, 0, params) ==
-            GPUPLUG_STATUS_INVALID_ARGUMENT,
-        "launch with a pointer one past the allocation is refused");
+  check(
+      t.launch(inst, 0x7000, {1, 1, 1}, {1, 1, 1}, 0, 0, params) == GPUPLUG_STATUS_INVALID_ARGUMENT,
+      "launch with a pointer one past the allocation is refused");
   check(device.ledger().counters().live_count == 1, "ledger().counters().live_count == 1");
 
   const std::byte image[8] = {};
-  check(t.load_module(inst, "kernels", image, sizeof image) == GPUPLUG_STATUS_SUCCESS, "load_module");
+  check(t.load_module(inst, "kernels", image, sizeof image) == GPUPLUG_STATUS_SUCCESS,
+        "load_module");
   sdk::ModuleRegistry& modules = device.modules();
   check(modules.has("kernels") && modules.names() == std::vector<std::string>{"kernels"},
         "modules().names() == {kernels}");
