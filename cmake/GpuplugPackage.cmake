@@ -17,11 +17,34 @@ list(TRANSFORM GPUPLUG_PUBLIC_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/include/gpup
   OUTPUT_VARIABLE _gpuplug_headers)
 install(FILES ${_gpuplug_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpuplug)
 # The SDK's public headers: plugin_sdk.hpp and the two it includes by quoted name (so they sit
-# beside it); they include only <gpuplug/abi.h> and the standard library, never support/.
-set(GPUPLUG_SDK_HEADERS plugin_sdk.hpp failure.hpp streams.hpp)
+# beside it); the ledger and module registry a hook may look things up in (Device::ledger,
+# Device::modules) with the three headers the ledger includes by quoted name. They include only
+# <gpuplug/abi.h>, each other and the standard library, never support/ (tests/unit/headers
+# compiles each on its own; tests/package/sdk uses them from the installed tree).
+set(GPUPLUG_SDK_HEADERS plugin_sdk.hpp failure.hpp streams.hpp ledger.hpp module_registry.hpp
+  flat_table.hpp interval_index.hpp spin_mutex.hpp)
 list(TRANSFORM GPUPLUG_SDK_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/plugins/common/
   OUTPUT_VARIABLE _gpuplug_sdk_headers)
 install(FILES ${_gpuplug_sdk_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpuplug)
+# The E4M3 conversions every vendor's kernels must match bit for bit, as <gpuplug/e4m3.h> (C and
+# C++, host and CUDA/HIP device code; no dependency beyond <stdint.h> and <string.h>).
+install(FILES ${PROJECT_SOURCE_DIR}/kernels/common/e4m3.h
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpuplug)
+# The reference material of the author's kit: the template plugin to copy (it builds against
+# this installation only) and the author's documents, which link each other by relative path.
+install(FILES
+  ${PROJECT_SOURCE_DIR}/examples/plugin_template/CMakeLists.txt
+  ${PROJECT_SOURCE_DIR}/examples/plugin_template/example_plugin.cpp
+  DESTINATION ${CMAKE_INSTALL_DATADIR}/gpuplug/examples/plugin_template)
+set(_gpuplug_author_docs plugin-authors.md architecture.md conformance.md)
+# docs/kernels.md (the sample kernels' contract) lands with the kernel-contract work of issue 21;
+# once it is in the tree this guard goes and it joins the list above.
+if(EXISTS ${PROJECT_SOURCE_DIR}/docs/kernels.md)
+  list(APPEND _gpuplug_author_docs kernels.md)
+endif()
+list(TRANSFORM _gpuplug_author_docs PREPEND ${PROJECT_SOURCE_DIR}/docs/)
+install(FILES ${_gpuplug_author_docs} DESTINATION ${CMAKE_INSTALL_DOCDIR})
+unset(_gpuplug_author_docs)
 
 # gpuplug::core and gpuplug::plugin_sdk (core/ and plugins/common/ add them to gpuplugTargets).
 install(EXPORT gpuplugTargets NAMESPACE gpuplug:: FILE gpuplugTargets.cmake

@@ -141,6 +141,10 @@ class ExampleDevice final : public gpuplug::sdk::Device {
   // the driver whether it is memory of this device (cuPointerGetAttribute, hipPointerGetAttributes)
   // and return gpuplug::sdk::Access::read_write when the whole range is.
   // gpuplug::sdk::Access vendor_owns_range(std::uint64_t ptr, std::uint64_t bytes) override;
+  // A hook that needs the allocation a device pointer lies in asks the SDK's ledger instead of
+  // keeping its own map: ledger().find(ptr) is {ptr, bytes, kind} of the live allocation holding
+  // it (<gpuplug/ledger.hpp>); modules() answers module and function lookups by name
+  // (<gpuplug/module_registry.hpp>). docs/plugin-authors.md, "Lookups a hook may make".
 
   // ---- copies. VENDOR: cuMemcpy*; the async ones on the stream's handle.
   void vendor_copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) override {
@@ -152,19 +156,10 @@ class ExampleDevice final : public gpuplug::sdk::Device {
   void vendor_copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) override {
     std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
   }
-  // Work on a stream runs at once here, so "async" is synchronous and stream order holds.
-  void vendor_copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
-                             std::uint64_t /*stream*/) override {
-    vendor_copy_h2d(dst, src, bytes);
-  }
-  void vendor_copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
-                             std::uint64_t /*stream*/) override {
-    vendor_copy_d2h(dst, src, bytes);
-  }
-  void vendor_copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
-                             std::uint64_t /*stream*/) override {
-    vendor_copy_d2d(dst, src, bytes);
-  }
+  // The async copies are optional (vendor_copy_*_async): the SDK's defaults synchronize the
+  // stream, then make the synchronous copy, which keeps stream order. Work on a stream runs at
+  // once here, so the defaults are all this device needs. VENDOR: override them with
+  // cuMemcpy*Async on the stream's handle, so that the host does not wait.
   void vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
                         std::uint64_t /*stream*/) override {
     std::memset(reinterpret_cast<void*>(dst), value, bytes);

@@ -63,6 +63,24 @@ std::uint64_t Device::vendor_alloc_managed(std::uint64_t /*bytes*/) {
   fail(GPUPLUG_STATUS_UNSUPPORTED, "managed memory is not supported by " + owner_name(config_));
 }
 
+// The defaults of the optional async copies are the ABI's defaults for their null slots: the
+// stream's work first, then the synchronous copy, so stream order holds without a queue.
+void Device::vendor_copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
+                                   std::uint64_t stream) {
+  vendor_stream_synchronize(stream);
+  vendor_copy_h2d(dst, src, bytes);
+}
+void Device::vendor_copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
+                                   std::uint64_t stream) {
+  vendor_stream_synchronize(stream);
+  vendor_copy_d2h(dst, src, bytes);
+}
+void Device::vendor_copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
+                                   std::uint64_t stream) {
+  vendor_stream_synchronize(stream);
+  vendor_copy_d2d(dst, src, bytes);
+}
+
 namespace {
 [[noreturn]] void events_unsupported(const DeviceConfig& config, const char* op) {
   fail(GPUPLUG_STATUS_UNSUPPORTED,

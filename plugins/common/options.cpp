@@ -128,6 +128,15 @@ DeviceConfig parse_config(std::uint32_t ordinal, const gpuplug_option_t* options
     const bool known =
         std::find(std::begin(common_keys), std::end(common_keys), key) != std::end(common_keys) ||
         std::find(extra_keys.begin(), extra_keys.end(), key) != extra_keys.end();
+    // Options under the reserved "gpuplug." prefix are ignorable: future common options use it,
+    // so a host that passes one never breaks an older plugin's create. A plugin that knows one
+    // lists it in extra_keys (then it is parsed like any other); otherwise it is recorded in
+    // config.options and otherwise ignored. Every other unknown key is still refused.
+    if (!known && key.starts_with(ignorable_option_prefix)) {
+      if (!config.options.emplace(key, value).second)
+        fail(GPUPLUG_STATUS_INVALID_ARGUMENT, "option " + key + " given more than once");
+      continue;
+    }
     if (!known) {
       std::vector<std::string_view> all(std::begin(common_keys), std::end(common_keys));
       all.insert(all.end(), extra_keys.begin(), extra_keys.end());

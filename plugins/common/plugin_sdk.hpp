@@ -65,9 +65,9 @@ class RegularFile;  // gpuplug/support/regular_file.hpp (vendor_load_module_file
 
 namespace gpuplug::sdk {
 
-class AllocationLedger;
+class AllocationLedger;  // ledger.hpp, installed as <gpuplug/ledger.hpp> (Device::ledger)
 class EventSet;  // events.hpp (the SDK's; not installed: vendors reach events through the hooks)
-class ModuleRegistry;
+class ModuleRegistry;  // module_registry.hpp, <gpuplug/module_registry.hpp> (Device::modules)
 struct SweepResult;
 
 /// "64M" -> 67108864. Accepts decimal digits with an optional K/M/G/T suffix (binary units,
@@ -99,8 +99,14 @@ struct DeviceConfig {
   const gpuplug_host_services_t* services = nullptr;  // may be null (then logging is dropped)
 };
 
-/// Parses the options array. Unknown keys (not common, not in `extra_keys`) are a Failure
-/// naming the key and listing the known ones.
+/// Option keys under this prefix are reserved for options common to every plugin that a later
+/// gpuplug may add: parse_config ignores an unknown one (it is only recorded in
+/// DeviceConfig::options), so a newer host never breaks an older plugin's create with one.
+inline constexpr std::string_view ignorable_option_prefix = "gpuplug.";
+
+/// Parses the options array. Unknown keys (not common, not in `extra_keys`, not under
+/// ignorable_option_prefix) are a Failure naming the key and listing the known ones; a key given
+/// twice is a Failure naming it.
 DeviceConfig parse_config(std::uint32_t ordinal, const gpuplug_option_t* options,
                           std::uint32_t count, const gpuplug_host_services_t* services,
                           std::span<const std::string_view> extra_keys);
@@ -153,6 +159,18 @@ class Device {
   Device& operator=(const Device&) = delete;
 
   const DeviceConfig& config() const noexcept { return config_; }
+  /// The allocation ledger of this device (<gpuplug/ledger.hpp>): what a hook may ask of it is
+  /// `find(address)` (the live allocation holding a device address: {ptr, bytes, kind}),
+  /// `counters()` and `live_device_bytes()`. Allocation and free go through the SDK's slots only.
+  /// Thread-safe; valid for the device's life.
+  const AllocationLedger& ledger() const noexcept { return *ledger_; }
+  /// The module registry of this device (<gpuplug/module_registry.hpp>): `has`, `get`,
+  /// `get_function`, `get_global`, `global_access`, `names` and `search_path` (loading by name
+  /// on first use, as the slots do). Thread-safe; valid for the device's life. A hook must not
+  /// call it from vendor_load_module*, vendor_unload_module or vendor_get_* (the registry holds
+  /// its lock there).
+  ModuleRegistry& modules() noexcept { return *modules_; }
+  const ModuleRegistry& modules() const noexcept { return *modules_; }
   /// Sends a message to the host's log (Boost.Log in the core). Never throws.
   void log(gpuplug_log_level_t level, std::string_view message) const noexcept;
   /// The streams this device created and has not destroyed (the SDK keeps the set).
@@ -177,15 +195,19 @@ class Device {
   virtual Access vendor_owns_range(std::uint64_t ptr, std::uint64_t bytes);
 
   // ---- vendor hooks: copies and memset (ranges and streams checked beforehand; bytes > 0)
+  // The synchronous copies return when the bytes are in place, after the work queued before them.
   virtual void vendor_copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) = 0;
   virtual void vendor_copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) = 0;
   virtual void vendor_copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) = 0;
+  // The async copies are optional, as their ABI slots are: the defaults do what abi.h states for
+  // a null slot, vendor_stream_synchronize(stream) then the synchronous copy, which keeps stream
+  // order at the price of blocking the host. Override them to queue the copy on the stream.
   virtual void vendor_copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
-                                     std::uint64_t stream) = 0;
+                                     std::uint64_t stream);
   virtual void vendor_copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
-                                     std::uint64_t stream) = 0;
+                                     std::uint64_t stream);
   virtual void vendor_copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
-                                     std::uint64_t stream) = 0;
+                                     std::uint64_t stream);
   virtual void vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
                                 std::uint64_t stream) = 0;
 

@@ -9,13 +9,15 @@
 #   1. cmake --install <build> --prefix <tmp>; installed binaries carry $ORIGIN RPATHs, plugins
 #      do not link the core, the package files are there;
 #   2. with no GPUPLUG_* variables, the installed `gpuplug list` finds the installed plugins;
-#   3. examples/plugin_template builds out of tree with find_package(gpuplug) (CMAKE_PREFIX_PATH);
+#   3. the installed template (share/gpuplug/examples/plugin_template, a copy of
+#      examples/plugin_template) builds out of tree with find_package(gpuplug) (CMAKE_PREFIX_PATH);
 #   4. `<tmp>/bin/gpuplug check --plugin <template .so>` passes (nothing failed);
 #   5. examples/plugin_consumer builds with find_package(gpuplug) and runs axpy on "example!"
 #      found through GPUPLUG_PLUGIN_PATH;
 #   6. the template installed into the prefix is found with no environment at all, by
 #      `gpuplug list` and by the consumer; pkg-config's gpuplug.pc builds the consumer too;
-#   7. tests/package (applications against the installed package: logging, version, exports)
+#   7. tests/package (applications against the installed package: logging, version, exports;
+#      the SDK's ledger and module-registry lookups from an out-of-tree device)
 #      builds with find_package(gpuplug) and its CTest tests pass;
 #   8. where clang++-14 exists (Debian 12's default clang++, which cannot compile libstdc++'s
 #      <source_location>), tests/package again, built with it: the public headers must compile
@@ -86,6 +88,10 @@ _gpuplug_kit_run() {
   for f in bin/gpuplug lib/libgpuplug.so lib/libgpuplug_plugin_sdk.a \
            lib/gpuplug/plugins/libgpuplug-host.so lib/gpuplug/kernels/host/axpy.so \
            include/gpuplug/abi.h include/gpuplug/plugin_sdk.hpp include/gpuplug/gpuplug.hpp \
+           include/gpuplug/ledger.hpp include/gpuplug/module_registry.hpp include/gpuplug/e4m3.h \
+           share/gpuplug/examples/plugin_template/CMakeLists.txt \
+           share/gpuplug/examples/plugin_template/example_plugin.cpp \
+           share/doc/gpuplug/plugin-authors.md share/doc/gpuplug/conformance.md \
            lib/cmake/gpuplug/gpuplugConfig.cmake lib/cmake/gpuplug/GpuplugPlugin.cmake \
            lib/pkgconfig/gpuplug.pc share/gpuplug/conformance/known_failures.txt; do
     [ -e "$prefix/$f" ] || { _gpuplug_kit_fail "not installed: $f"; return 1; }
@@ -128,11 +134,12 @@ _gpuplug_kit_run() {
   fi
   echo "gpuplug kit: ok: installed 'gpuplug list' finds the installed plugins (no environment)"
 
-  # 3. the template plugin, out of tree, against the installed package only
+  # 3. the template plugin, out of tree, against the installed package only: the installed copy,
+  # the one docs/plugin-authors.md tells authors to copy
   local tdir="$tmp/template"
-  _gpuplug_kit_step "configure examples/plugin_template (find_package(gpuplug))" "$tmp/template-configure.log" \
-    cmake -S "$root/examples/plugin_template" -B "$tdir" "${cmake_args[@]}" || return 1
-  _gpuplug_kit_step "build examples/plugin_template" "$tmp/template-build.log" \
+  _gpuplug_kit_step "configure share/gpuplug/examples/plugin_template (find_package(gpuplug))" "$tmp/template-configure.log" \
+    cmake -S "$prefix/share/gpuplug/examples/plugin_template" -B "$tdir" "${cmake_args[@]}" || return 1
+  _gpuplug_kit_step "build the installed template" "$tmp/template-build.log" \
     cmake --build "$tdir" || return 1
   local plugin="$tdir/lib/gpuplug/plugins/libgpuplug-example.so"
   [ -f "$plugin" ] || { _gpuplug_kit_fail "the template did not build $plugin"; return 1; }

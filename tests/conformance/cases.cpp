@@ -2,6 +2,8 @@
 // The conformance runner: contexts, targets, known failures and the verdict of one case.
 #include "cases.hpp"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <set>
@@ -383,6 +385,19 @@ std::string_view sanitizer_name() noexcept {
 #elif defined(GPUPLUG_CONF_TSAN)
   return "ThreadSanitizer";
 #else
+  // Built without one, this process may still run a sanitizer's runtime: an instrumented plugin
+  // checked by the installed (uninstrumented) gpuplug tool needs its runtime LD_PRELOADed, and
+  // then RSS and timing mean what they mean under that sanitizer. The runtime's entry points are
+  // then in the global scope; asked on every call (not cached), so that the answer holds after
+  // the plugin is loaded.
+  static constexpr std::pair<const char*, std::string_view> runtimes[] = {
+      {"__asan_init", "AddressSanitizer"},
+      {"__hwasan_init", "HWAddressSanitizer"},
+      {"__tsan_init", "ThreadSanitizer"},
+      {"__msan_init", "MemorySanitizer"},
+  };
+  for (const auto& [symbol, name] : runtimes)
+    if (dlsym(RTLD_DEFAULT, symbol) != nullptr) return name;
   return "";
 #endif
 }

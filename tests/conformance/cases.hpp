@@ -135,8 +135,10 @@ struct Tally {
 
 // ---- environment -----------------------------------------------------------------------------
 
-/// "AddressSanitizer", "ThreadSanitizer", or "" when the suite was built without either. Under a
-/// sanitizer RSS measurements mean nothing (shadow memory, quarantine) and loops run fewer times.
+/// "AddressSanitizer", "ThreadSanitizer", ... or "" when no sanitizer runs in this process: the
+/// suite's own build first, else a sanitizer runtime found at run time (preloaded for an
+/// instrumented plugin, docs/plugin-authors.md). Under a sanitizer RSS measurements mean nothing
+/// (shadow memory, quarantine) and loops run fewer times.
 std::string_view sanitizer_name() noexcept;
 
 /// Number of create/destroy cycles of the lifecycle case: $GPUPLUG_CONFORMANCE_CYCLES, else
