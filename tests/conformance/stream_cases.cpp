@@ -13,6 +13,7 @@
 // the launch is certainly in the stream by then, whatever thread the plugin runs it on.
 #include <gpuplug/kernel_args.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <exception>
@@ -93,7 +94,7 @@ void require_gate(GpuBackend& gpu) {
 class Gate {
  public:
   Gate(GpuBackend& gpu, Stream stream, DevicePtr dst, std::size_t bytes)
-      : gpu_(gpu), flags_(DeviceBuffer::managed(gpu, 4 * sizeof(std::uint32_t), "conformance_gate")) {
+      : flags_(DeviceBuffer::managed(gpu, 4 * sizeof(std::uint32_t), "conformance_gate")) {
     const std::uint32_t zero[4] = {};
     gpu.copy_h2d(flags_.ptr(), zero, sizeof zero);
     const KernelHandle f = gpu.op_cache().kernel(gpu, "sync", "gate");
@@ -120,15 +121,14 @@ class Gate {
       std::this_thread::sleep_for(100us);
     }
   }
-  ~Gate() {
-    release();  // a failed case must not leave the kernel waiting
-  }
+  // A failed case must not leave the kernel waiting: released here, then launcher_ is joined
+  // before flags_ is freed (members go in reverse order).
+  ~Gate() { release(); }
   Gate(const Gate&) = delete;
   Gate& operator=(const Gate&) = delete;
 
   void release() { std::atomic_ref<std::uint32_t>(word(1)).store(1); }
-  /// Joins the launching thread (rethrowing its error) and checks that the gate was released
-  /// rather than timed out.
+  /// Joins the launching thread, rethrowing what its launch threw.
   void join() {
     launcher_->join();
     launcher_.reset();
@@ -145,7 +145,6 @@ class Gate {
   }
   std::uint32_t flag(int i) { return std::atomic_ref<std::uint32_t>(word(i)).load(); }
 
-  GpuBackend& gpu_;
   DeviceBuffer flags_;
   std::optional<Background> launcher_;
 };

@@ -16,7 +16,7 @@ fail=0
 cases=(memset_waits_for_its_stream async_copies_wait_for_their_stream
        default_stream_waits_for_other_streams sync_copy_waits_for_queued_work
        unknown_and_destroyed_streams_refused launch_arguments_copied_during_launch
-       kernel_args_published)
+       kernel_args_published launch_errors)
 case_args=()
 for c in "${cases[@]}"; do case_args+=(--case "$c"); done
 
@@ -27,6 +27,7 @@ checks=(
   "sync_copy_ignores_queued|sync_copy_waits_for_queued_work|a synchronous copy ignores queued work"
   "unknown_streams|unknown_and_destroyed_streams_refused|launch on a never created stream 0x[0-9a-f]+ was accepted"
   "args_not_copied|launch_arguments_copied_during_launch|launch read its params after it returned: a plugin that runs a launch later must copy the arguments"
+  "empty_grid|launch_errors|a launch with an empty grid \\(0 x 1 x 1 blocks\\) was accepted"
 )
 
 for check in "${checks[@]}"; do

@@ -12,6 +12,7 @@
  *                                 created or was destroyed run on stream 0 instead of failing.
  *  MISTAKE_ARGS_NOT_COPIED        a launch on a stream other than 0 is queued with the caller's
  *                                 params pointer and run at the next synchronize.
+ *  MISTAKE_EMPTY_GRID             a launch with an empty grid or block succeeds, doing nothing.
  *
  * "At once" goes through the host plugin itself, on a private stream of the instance that
  * nothing else uses, then waits for it: the plugin's own range checks still apply, so a mistake
@@ -33,6 +34,8 @@
 #define MISTAKE_NAME "mistake_unknown_streams"
 #elif defined(MISTAKE_ARGS_NOT_COPIED)
 #define MISTAKE_NAME "mistake_args_not_copied"
+#elif defined(MISTAKE_EMPTY_GRID)
+#define MISTAKE_NAME "mistake_empty_grid"
 #else
 #error "define one MISTAKE_<NAME>"
 #endif
@@ -272,6 +275,10 @@ static gpuplug_status_t mistake_launch(gpuplug_instance_t inst, uint64_t functio
   }
   return real->launch(inst, function, grid, block, shared_bytes, stream, params);
 #else
+#if defined(MISTAKE_EMPTY_GRID)
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0)
+    return GPUPLUG_STATUS_SUCCESS;
+#endif
   int at_once;
   const uint64_t s = mistaken_stream(inst, stream, 0, &at_once);
   /* A host launch returns when it has run: nothing to wait for. */
