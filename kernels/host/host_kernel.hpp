@@ -44,6 +44,6 @@ inline Range block_range(const gpuplug_host_block_t* b, std::uint64_t n) noexcep
 
 /// Publishes `<name>_args` (<gpuplug/kernel_args.h>): the kernel's argument count and the size in
 /// bytes of each, e.g. GPUPLUG_HOST_KERNEL_ARGS(axpy, 4, {4, 4, 8, 8}). A device pointer is 8.
-#define GPUPLUG_HOST_KERNEL_ARGS(name, count, ...)                                     \
-  extern "C" GPUPLUG_PLUGIN_EXPORT const gpuplug_kernel_args_t name##_args = {         \
+#define GPUPLUG_HOST_KERNEL_ARGS(name, count, ...)                             \
+  extern "C" GPUPLUG_PLUGIN_EXPORT const gpuplug_kernel_args_t name##_args = { \
       GPUPLUG_KERNEL_ARGS_VERSION, (count), __VA_ARGS__}

@@ -82,8 +82,9 @@ class Background {
 void require_gate(GpuBackend& gpu) {
   const DeviceInfo info = gpu.device_info();
   if (!info.managed_memory || !info.concurrent_managed_access) {
-    skip("the gate kernel's flags live in managed memory the host touches while the kernel runs, "
-         "and this device has no concurrent managed access");
+    skip(
+        "the gate kernel's flags live in managed memory the host touches while the kernel runs, "
+        "and this device has no concurrent managed access");
   }
   if (!gpu.has_module("sync")) {
     skip("no kernel module \"sync\" (the gate kernel, docs/kernels.md) for this plugin");
@@ -109,13 +110,12 @@ class Gate {
     // launch that failed says why at once.
     const auto end = std::chrono::steady_clock::now() + kStartLimit;
     while (flag(0) == 0) {
-      const bool failed = launcher_->done() && launcher_->failed();
-      if (failed || std::chrono::steady_clock::now() > end) {
+      const bool returned = launcher_->done();
+      if (launcher_->failed() || std::chrono::steady_clock::now() > end) {
         release();
-        launcher_->join();
+        launcher_->join();  // rethrows the launch's own error
         fail("the gate kernel launched on stream " + support::hex(stream.value) +
-             " did not start within 10 s" +
-             (launcher_->done() ? " although its launch had returned" : "") +
+             " did not start within 10 s" + (returned ? " although its launch had returned" : "") +
              ": launched work must start without a synchronize");
       }
       std::this_thread::sleep_for(100us);
@@ -222,7 +222,8 @@ void async_copies_wait_for_their_stream(Context& ctx) {
   bad = first_not(copied, 0x33);
   GPUPLUG_CHECK_MSG(bad == copied.size(),
                     "copy_d2d_async on stream A did not run after the copy queued before it on A "
-                    "(byte " << bad << " is " << byte_text(copied[bad]) << ", expected 0x33)");
+                    "(byte "
+                        << bad << " is " << byte_text(copied[bad]) << ", expected 0x33)");
 }
 
 void default_stream_waits_for_other_streams(Context& ctx) {
@@ -300,7 +301,8 @@ void unknown_and_destroyed_streams_refused(Context& ctx) {
   gpu.destroy_stream(destroyed);
   // Far from any value a plugin hands out, and not the destroyed one.
   const Stream never{destroyed.value ^ 0x5EED000000000000ull};
-  for (const auto& [kind, s] : {std::pair{"never created", never}, std::pair{"destroyed", destroyed}}) {
+  for (const auto& [kind, s] :
+       {std::pair{"never created", never}, std::pair{"destroyed", destroyed}}) {
     expect_refused("launch", kind, s, [&] {
       gpu.launch_args(axpy, Dim3{1, 1, 1}, Dim3{256, 1, 1}, 0, s, n, 2.0f, x.ptr().value,
                       y.ptr().value);
@@ -368,12 +370,12 @@ void launch_arguments_copied_during_launch(Context& ctx) {
 
   const auto got = y.download<float>(n);
   const auto decoy = dy.download<float>(n);
-  GPUPLUG_CHECK_MSG(decoy == decoy_ys && std::all_of(got.begin(), got.end(),
-                                                     [](float v) { return v == 7.0f; }),
-                    "launch read its params after it returned: a plugin that runs a launch later "
-                    "must copy the arguments during the call (sizes from <func>_args) (y[0] = "
-                        << got[0] << ", expected 2*3+1 = 7; the decoy y[0] = " << decoy[0]
-                        << ", expected it untouched at 50)");
+  GPUPLUG_CHECK_MSG(
+      decoy == decoy_ys && std::all_of(got.begin(), got.end(), [](float v) { return v == 7.0f; }),
+      "launch read its params after it returned: a plugin that runs a launch later "
+      "must copy the arguments during the call (sizes from <func>_args) (y[0] = "
+          << got[0] << ", expected 2*3+1 = 7; the decoy y[0] = " << decoy[0]
+          << ", expected it untouched at 50)");
 }
 
 void kernel_args_published(Context& ctx) {
@@ -404,8 +406,8 @@ void kernel_args_published(Context& ctx) {
     }
     const auto sym = gpu.device_symbol(k.module, name);
     GPUPLUG_CHECK_MSG(sym.has_value(), kernel << " publishes no " << name
-                                               << ": every sample kernel publishes its argument "
-                                                  "sizes (docs/kernels.md)");
+                                              << ": every sample kernel publishes its argument "
+                                                 "sizes (docs/kernels.md)");
     GPUPLUG_CHECK_MSG(sym->bytes >= sizeof(gpuplug_kernel_args_t),
                       kernel << "'s " << name << " is " << sym->bytes << " bytes, not a "
                              << sizeof(gpuplug_kernel_args_t) << "-byte gpuplug_kernel_args_t");
@@ -414,9 +416,9 @@ void kernel_args_published(Context& ctx) {
     GPUPLUG_CHECK_MSG(args.version >= GPUPLUG_KERNEL_ARGS_VERSION,
                       kernel << "'s " << name << " has version " << args.version << ", not "
                              << GPUPLUG_KERNEL_ARGS_VERSION);
-    std::vector<std::uint32_t> sizes(std::begin(args.sizes),
-                                     std::begin(args.sizes) +
-                                         std::min<std::uint32_t>(args.count, GPUPLUG_KERNEL_ARGS_MAX));
+    std::vector<std::uint32_t> sizes(
+        std::begin(args.sizes),
+        std::begin(args.sizes) + std::min<std::uint32_t>(args.count, GPUPLUG_KERNEL_ARGS_MAX));
     const auto show = [](const std::vector<std::uint32_t>& v) {
       std::string text = "{";
       for (std::size_t i = 0; i < v.size(); ++i) text += (i ? ", " : "") + std::to_string(v[i]);

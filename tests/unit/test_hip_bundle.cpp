@@ -57,9 +57,12 @@ const std::map<std::string, std::vector<std::string>> kKernels = {
 
 // Every kernel's <func>_args (<gpuplug/kernel_args.h>): its argument sizes, in bytes.
 const std::map<std::string, std::vector<std::uint32_t>> kArgs = {
-    {"axpy", {4, 4, 8, 8}},        {"gemm_f32", {4, 4, 4, 8, 8, 8}},
-    {"gemm_a_e4m3", {4, 4, 4, 8, 8, 8}}, {"cast_f32_e4m3", {4, 8, 8}},
-    {"cast_e4m3_f32", {4, 8, 8}},  {"bias_relu", {4, 4, 8, 8}},
+    {"axpy", {4, 4, 8, 8}},
+    {"gemm_f32", {4, 4, 4, 8, 8, 8}},
+    {"gemm_a_e4m3", {4, 4, 4, 8, 8, 8}},
+    {"cast_f32_e4m3", {4, 8, 8}},
+    {"cast_e4m3_f32", {4, 8, 8}},
+    {"bias_relu", {4, 4, 8, 8}},
     {"gate", {8, 8, 1, 8}},
 };
 

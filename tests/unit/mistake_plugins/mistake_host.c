@@ -92,7 +92,8 @@ static gpuplug_status_t mistake_create(uint32_t ordinal, const gpuplug_option_t*
                                        uint32_t option_count,
                                        const gpuplug_host_services_t* services,
                                        gpuplug_instance_t* out, char* error, size_t error_size) {
-  gpuplug_status_t st = real->create(ordinal, options, option_count, services, out, error, error_size);
+  gpuplug_status_t st =
+      real->create(ordinal, options, option_count, services, out, error, error_size);
   if (st != GPUPLUG_STATUS_SUCCESS) return st;
   uint64_t p = 0;
   st = real->stream_create(*out, &p);
@@ -291,7 +292,8 @@ GPUPLUG_PLUGIN_EXPORT const gpuplug_plugin_v1* gpuplug_plugin_entry(uint32_t hos
     /* Never closed: the table's slots point into it. */
     void* lib = dlopen(GPUPLUG_HOST_PLUGIN_FILE, RTLD_NOW | RTLD_LOCAL);
     if (lib == NULL) return NULL;
-    gpuplug_plugin_entry_fn entry = (gpuplug_plugin_entry_fn)dlsym(lib, GPUPLUG_PLUGIN_ENTRY_SYMBOL);
+    gpuplug_plugin_entry_fn entry =
+        (gpuplug_plugin_entry_fn)dlsym(lib, GPUPLUG_PLUGIN_ENTRY_SYMBOL);
     if (entry == NULL) return NULL;
     real = entry(host_abi_version);
     if (real == NULL || real->struct_size > sizeof table) return NULL;
