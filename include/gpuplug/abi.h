@@ -260,7 +260,12 @@ typedef struct gpuplug_plugin_v1 {
   gpuplug_status_t (*get_global)(gpuplug_instance_t inst, const char* module, const char* symbol,
                                  uint64_t* address, uint64_t* size); /* device address and byte size */
 
-  /* params: one pointer per kernel argument, as cuLaunchKernel takes them */
+  /* params: one pointer per kernel argument, as cuLaunchKernel takes them. params and the values
+   * it points to are valid only during the call: the caller may overwrite them as soon as launch
+   * returns, so a plugin that runs the launch later (queued behind its stream, on another thread)
+   * copies the values before returning. The sample kernels publish their argument sizes for that
+   * as `<func>_args` (<gpuplug/kernel_args.h>, docs/kernels.md). A stream that was never created
+   * or was destroyed is INVALID_ARGUMENT, as for the copies and memset_d8. */
   gpuplug_status_t (*launch)(gpuplug_instance_t inst, uint64_t function, gpuplug_dim3_t grid,
                              gpuplug_dim3_t block, uint32_t shared_bytes, uint64_t stream, void** params);
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Module "e4m3" for the CUDA backend: f32 <-> OCP E4M3 casts through kernels/common/e4m3.h.
+#include <gpuplug/kernel_args.h>
 #include <stdint.h>
 
 #include "e4m3.h"
@@ -15,3 +16,9 @@ extern "C" __global__ void cast_e4m3_f32(uint32_t n, const uint8_t* in, float* o
   const uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) out[i] = gpuplug_e4m3_to_f32(in[i]);
 }
+
+// The argument sizes, for plugins that copy arguments (<gpuplug/kernel_args.h>).
+extern "C" __device__ const gpuplug_kernel_args_t cast_f32_e4m3_args = {
+    GPUPLUG_KERNEL_ARGS_VERSION, 3, {4, 8, 8}};
+extern "C" __device__ const gpuplug_kernel_args_t cast_e4m3_f32_args = {
+    GPUPLUG_KERNEL_ARGS_VERSION, 3, {4, 8, 8}};

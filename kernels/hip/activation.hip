@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Module "activation" for the HIP backend: x = max(x + bias[col], 0) over a row-major matrix.
+#include <gpuplug/kernel_args.h>
 #include <hip/hip_runtime.h>
 #include <stdint.h>
 
@@ -11,3 +12,7 @@ extern "C" __global__ void __launch_bounds__(256)
   const float v = x[i] + bias[i % cols];
   x[i] = v > 0.0f ? v : 0.0f;
 }
+
+// The argument sizes, for plugins that copy arguments (<gpuplug/kernel_args.h>).
+extern "C" __device__ __attribute__((used)) const gpuplug_kernel_args_t bias_relu_args = {
+    GPUPLUG_KERNEL_ARGS_VERSION, 4, {4, 4, 8, 8}};

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Module "e4m3" for the HIP backend: f32 <-> OCP E4M3 casts through kernels/common/e4m3.h.
+#include <gpuplug/kernel_args.h>
 #include <hip/hip_runtime.h>
 #include <stdint.h>
 
@@ -18,3 +19,9 @@ extern "C" __global__ void __launch_bounds__(256)
   const uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) out[i] = gpuplug_e4m3_to_f32(in[i]);
 }
+
+// The argument sizes, for plugins that copy arguments (<gpuplug/kernel_args.h>).
+extern "C" __device__ __attribute__((used)) const gpuplug_kernel_args_t cast_f32_e4m3_args = {
+    GPUPLUG_KERNEL_ARGS_VERSION, 3, {4, 8, 8}};
+extern "C" __device__ __attribute__((used)) const gpuplug_kernel_args_t cast_e4m3_f32_args = {
+    GPUPLUG_KERNEL_ARGS_VERSION, 3, {4, 8, 8}};

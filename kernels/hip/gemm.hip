@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Module "gemm" for the HIP backend: tiled f32 GEMM and the A-through-E4M3 variant.
+#include <gpuplug/kernel_args.h>
 #include <hip/hip_runtime.h>
 #include <stdint.h>
 
@@ -83,3 +84,9 @@ extern "C" __global__ void __launch_bounds__(256)
     gemm_a_e4m3(uint32_t M, uint32_t N, uint32_t K, const float* A, const float* B, float* C) {
   gemm_tile<true>(M, N, K, A, B, C);
 }
+
+// The argument sizes, for plugins that copy arguments (<gpuplug/kernel_args.h>).
+extern "C" __device__ __attribute__((used)) const gpuplug_kernel_args_t gemm_f32_args = {
+    GPUPLUG_KERNEL_ARGS_VERSION, 6, {4, 4, 4, 8, 8, 8}};
+extern "C" __device__ __attribute__((used)) const gpuplug_kernel_args_t gemm_a_e4m3_args = {
+    GPUPLUG_KERNEL_ARGS_VERSION, 6, {4, 4, 4, 8, 8, 8}};

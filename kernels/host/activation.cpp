@@ -18,3 +18,6 @@ GPUPLUG_HOST_KERNEL(bias_relu) {
     x[i] = v > 0.0f ? v : 0.0f;
   }
 }
+
+// The argument sizes, for plugins that copy arguments (<gpuplug/kernel_args.h>).
+GPUPLUG_HOST_KERNEL_ARGS(bias_relu, 4, {4, 4, 8, 8});

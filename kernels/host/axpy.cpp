@@ -13,3 +13,6 @@ GPUPLUG_HOST_KERNEL(axpy) {
   const Range r = block_range(block, n);
   for (std::uint64_t i = r.begin; i < r.end; ++i) y[i] = a * x[i] + y[i];
 }
+
+// The argument sizes, for plugins that copy arguments (<gpuplug/kernel_args.h>).
+GPUPLUG_HOST_KERNEL_ARGS(axpy, 4, {4, 4, 8, 8});

@@ -23,3 +23,7 @@ GPUPLUG_HOST_KERNEL(cast_e4m3_f32) {
   const Range r = block_range(block, n);
   for (std::uint64_t i = r.begin; i < r.end; ++i) out[i] = gpuplug_e4m3_to_f32(in[i]);
 }
+
+// The argument sizes, for plugins that copy arguments (<gpuplug/kernel_args.h>).
+GPUPLUG_HOST_KERNEL_ARGS(cast_f32_e4m3, 3, {4, 8, 8});
+GPUPLUG_HOST_KERNEL_ARGS(cast_e4m3_f32, 3, {4, 8, 8});

@@ -56,3 +56,7 @@ extern "C" GPUPLUG_PLUGIN_EXPORT const std::uint32_t gemm_f32_n_tile = kNTile;
 GPUPLUG_HOST_KERNEL(gemm_a_e4m3) { gemm_block<true>(block, params); }
 extern "C" GPUPLUG_PLUGIN_EXPORT const std::uint32_t gemm_a_e4m3_n_tile = kNTile;
 extern "C" GPUPLUG_PLUGIN_EXPORT const std::uint32_t gemm_a_e4m3_a_e4m3 = 1;
+
+// The argument sizes, for plugins that copy arguments (<gpuplug/kernel_args.h>).
+GPUPLUG_HOST_KERNEL_ARGS(gemm_f32, 6, {4, 4, 4, 8, 8, 8});
+GPUPLUG_HOST_KERNEL_ARGS(gemm_a_e4m3, 6, {4, 4, 4, 8, 8, 8});

@@ -4,6 +4,7 @@
 
 // The calling convention is documented in <gpuplug/abi.h> and plugins/host/device.hpp.
 #include <gpuplug/abi.h>
+#include <gpuplug/kernel_args.h>
 
 #include <cstdint>
 #include <cstring>
@@ -40,3 +41,9 @@ inline Range block_range(const gpuplug_host_block_t* b, std::uint64_t n) noexcep
 /// Declares a kernel with the host calling convention, exported from the module.
 #define GPUPLUG_HOST_KERNEL(name) \
   extern "C" GPUPLUG_PLUGIN_EXPORT void name(const gpuplug_host_block_t* block, void* const* params)
+
+/// Publishes `<name>_args` (<gpuplug/kernel_args.h>): the kernel's argument count and the size in
+/// bytes of each, e.g. GPUPLUG_HOST_KERNEL_ARGS(axpy, 4, {4, 4, 8, 8}). A device pointer is 8.
+#define GPUPLUG_HOST_KERNEL_ARGS(name, count, ...)                             \
+  extern "C" GPUPLUG_PLUGIN_EXPORT const gpuplug_kernel_args_t name##_args = { \
+      GPUPLUG_KERNEL_ARGS_VERSION, (count), __VA_ARGS__}

@@ -391,6 +391,10 @@ float CudaDevice::vendor_event_elapsed_ms(std::uint64_t start, std::uint64_t end
 
 void CudaDevice::vendor_launch(std::uint64_t function, gpuplug_dim3_t grid, gpuplug_dim3_t block,
                                std::uint32_t shared_bytes, std::uint64_t stream, void** params) {
+  // The SDK leaves launch's stream to the vendor. A destroyed or never-created CUstream handed
+  // to cuLaunchKernel is undefined behaviour (a freed object, a wild pointer), so it is refused
+  // here: a shared lock, nothing beside the driver call's cost.
+  if (stream != 0) streams().check("launch", stream);
   const ContextScope current(api_, context_, std::nothrow);
   CUresult r = current.result();
   if (r == CUDA_SUCCESS) {

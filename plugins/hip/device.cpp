@@ -411,6 +411,10 @@ float HipDevice::vendor_event_elapsed_ms(std::uint64_t start, std::uint64_t end)
 
 void HipDevice::vendor_launch(std::uint64_t function, gpuplug_dim3_t grid, gpuplug_dim3_t block,
                               std::uint32_t shared_bytes, std::uint64_t stream, void** params) {
+  // The SDK leaves launch's stream to the vendor. A destroyed or never-created hipStream_t handed
+  // to hipModuleLaunchKernel is undefined behaviour (a freed object, a wild pointer), so it is
+  // refused here: a shared lock, nothing beside the runtime call's cost.
+  if (stream != 0) streams().check("launch", stream);
   make_current();
   const hipError_t error = hip_.module_launch_kernel(
       reinterpret_cast<hipFunction_t>(function), grid.x, grid.y, grid.z, block.x, block.y, block.z,

@@ -189,7 +189,7 @@ std::span<const Case> all_cases() {
   static const std::vector<Case> cases = [] {
     std::vector<Case> all;
     for (auto area :
-         {detail::memory_cases, detail::module_cases, detail::opcache_cases,
+         {detail::memory_cases, detail::stream_cases, detail::module_cases, detail::opcache_cases,
           detail::concurrency_cases, detail::differential_cases, detail::lifecycle_cases,
           detail::event_cases, detail::skew_cases}) {
       const auto list = area();

@@ -72,6 +72,7 @@ std::span<const Case> concurrency_cases();
 std::span<const Case> differential_cases();
 std::span<const Case> lifecycle_cases();
 std::span<const Case> event_cases();
+std::span<const Case> stream_cases();  // stream order without timing, launch-argument lifetime
 std::span<const Case> skew_cases();  // the "ABI skew" group (docs/architecture.md, ABI-1 ...)
 }  // namespace detail
 

@@ -3,7 +3,7 @@
 // references.
 #pragma once
 
-// The launch helpers follow the kernel contract every backend implements (docs/conformance.md):
+// The launch helpers follow the kernel contract every backend implements (docs/kernels.md):
 //   axpy::axpy(n, a, x, y)                         grid ceil(n/256), block 256
 //   gemm::gemm_f32 / gemm_a_e4m3(M, N, K, A, B, C) grid (ceil(N/n_tile), ceil(M/16)), block (16,16)
 //   e4m3::cast_f32_e4m3 / cast_e4m3_f32(n, in, out) grid ceil(n/256), block 256

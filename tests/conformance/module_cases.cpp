@@ -182,10 +182,21 @@ void launch_errors(Context& ctx) {
       gpu.launch_args(KernelHandle{}, Dim3{1, 1, 1}, Dim3{256, 1, 1}, 0, Stream{}, n, a, px, py),
       Status::invalid_argument);
   const KernelHandle f = gpu.op_cache().kernel(gpu, "axpy", "axpy");
-  GPUPLUG_CHECK_THROWS_ANY(
-      gpu.launch_args(f, Dim3{0, 1, 1}, Dim3{256, 1, 1}, 0, Stream{}, n, a, px, py));
-  GPUPLUG_CHECK_THROWS_ANY(
-      gpu.launch_args(f, Dim3{1, 1, 1}, Dim3{0, 1, 1}, 0, Stream{}, n, a, px, py));
+  // An empty grid or block is an error of the caller, never a launch that does nothing.
+  const auto refused = [&](Dim3 grid, Dim3 block) {
+    try {
+      gpu.launch_args(f, grid, block, 0, Stream{}, n, a, px, py);
+    } catch (const Error&) {
+      return true;
+    }
+    return false;
+  };
+  GPUPLUG_CHECK_MSG(refused(Dim3{0, 1, 1}, Dim3{256, 1, 1}),
+                    "a launch with an empty grid (0 x 1 x 1 blocks) was accepted: it must be "
+                    "refused with an error");
+  GPUPLUG_CHECK_MSG(refused(Dim3{1, 1, 1}, Dim3{0, 1, 1}),
+                    "a launch with an empty block (0 x 1 x 1 threads) was accepted: it must be "
+                    "refused with an error");
   gpu.synchronize();
 }
 

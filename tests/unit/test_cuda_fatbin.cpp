@@ -126,12 +126,15 @@ struct Module {
 
 const std::vector<Module>& modules() {
   static const std::vector<Module> m = {
-      {"axpy", {"axpy"}, {}},
+      // Every kernel publishes <func>_args (<gpuplug/kernel_args.h>).
+      {"axpy", {"axpy"}, {"axpy_args"}},
       {"gemm",
        {"gemm_f32", "gemm_a_e4m3"},
-       {"gemm_f32_n_tile", "gemm_a_e4m3_n_tile", "gemm_a_e4m3_a_e4m3"}},
-      {"e4m3", {"cast_f32_e4m3", "cast_e4m3_f32"}, {}},
-      {"activation", {"bias_relu"}, {}},
+       {"gemm_f32_n_tile", "gemm_a_e4m3_n_tile", "gemm_a_e4m3_a_e4m3", "gemm_f32_args",
+        "gemm_a_e4m3_args"}},
+      {"e4m3", {"cast_f32_e4m3", "cast_e4m3_f32"}, {"cast_f32_e4m3_args", "cast_e4m3_f32_args"}},
+      {"activation", {"bias_relu"}, {"bias_relu_args"}},
+      {"sync", {"gate"}, {"gate_args"}},
   };
   return m;
 }

@@ -52,6 +52,18 @@ const std::map<std::string, std::vector<std::string>> kKernels = {
     {"gemm", {"gemm_a_e4m3", "gemm_f32"}},
     {"e4m3", {"cast_e4m3_f32", "cast_f32_e4m3"}},
     {"activation", {"bias_relu"}},
+    {"sync", {"gate"}},
+};
+
+// Every kernel's <func>_args (<gpuplug/kernel_args.h>): its argument sizes, in bytes.
+const std::map<std::string, std::vector<std::uint32_t>> kArgs = {
+    {"axpy", {4, 4, 8, 8}},
+    {"gemm_f32", {4, 4, 4, 8, 8, 8}},
+    {"gemm_a_e4m3", {4, 4, 4, 8, 8, 8}},
+    {"cast_f32_e4m3", {4, 8, 8}},
+    {"cast_e4m3_f32", {4, 8, 8}},
+    {"bias_relu", {4, 4, 8, 8}},
+    {"gate", {8, 8, 1, 8}},
 };
 
 // The 4-byte metadata each module publishes, with its value.
@@ -97,18 +109,18 @@ std::uint64_t le(const std::byte* p, int bytes) {
 // The bytes of a defined symbol, found through its section header (sh_addr, sh_offset): an
 // independent path to the value, beside the plugin's hipModuleGetGlobal.
 std::optional<std::uint32_t> read_u32_symbol(std::span<const std::byte> elf,
-                                             const hip::ElfSymbol& sym) {
+                                             const hip::ElfSymbol& sym, std::uint64_t at = 0) {
   const std::uint64_t shoff = le(elf.data() + 40, 8);
   const std::uint64_t shentsize = le(elf.data() + 58, 2);
   const std::uint64_t shnum = le(elf.data() + 60, 2);
-  if (sym.section == 0 || sym.section >= shnum || sym.size != 4) return std::nullopt;
+  if (sym.section == 0 || sym.section >= shnum || sym.size < at + 4) return std::nullopt;
   const std::byte* sh = elf.data() + shoff + sym.section * shentsize;
   const std::uint64_t addr = le(sh + 16, 8);
   const std::uint64_t offset = le(sh + 24, 8);
   const std::uint64_t size = le(sh + 32, 8);
-  if (sym.value < addr || sym.value + 4 > addr + size || offset + size > elf.size())
+  if (sym.value < addr || sym.value + at + 4 > addr + size || offset + size > elf.size())
     return std::nullopt;
-  return static_cast<std::uint32_t>(le(elf.data() + offset + (sym.value - addr), 4));
+  return static_cast<std::uint32_t>(le(elf.data() + offset + (sym.value - addr) + at, 4));
 }
 
 // EF_AMDGPU_MACH (e_flags & 0xff) of the processors gpuplug builds for and their neighbours, from
@@ -212,6 +224,24 @@ BOOST_AUTO_TEST_CASE(every_code_object_is_amdgpu_elf_with_the_kernels_and_metada
         BOOST_TEST_REQUIRE(symbols.has_value());
         BOOST_TEST(hip::kernel_names(*symbols) == kKernels.at(module),
                    boost::test_tools::per_element());
+        // <func>_args: a global 72-byte object hipModuleGetGlobal finds, version 1, the sizes.
+        for (const std::string& kernel : kKernels.at(module)) {
+          const std::string name = kernel + "_args";
+          const hip::ElfSymbol* sym = nullptr;
+          for (const hip::ElfSymbol& s : *symbols)
+            if (s.name == name) sym = &s;
+          BOOST_TEST_REQUIRE(sym != nullptr, name << " is not in the symbol table");
+          BOOST_TEST(sym->type == 1u);     // STT_OBJECT
+          BOOST_TEST(sym->binding == 1u);  // STB_GLOBAL
+          BOOST_TEST(sym->size == 72u);
+          BOOST_TEST(read_u32_symbol(entry->data, *sym, 0).value_or(0) == 1u, name << " version");
+          const std::vector<std::uint32_t>& sizes = kArgs.at(kernel);
+          BOOST_TEST(read_u32_symbol(entry->data, *sym, 4).value_or(0) == sizes.size(),
+                     name << " count");
+          for (std::size_t i = 0; i < sizes.size(); ++i)
+            BOOST_TEST(read_u32_symbol(entry->data, *sym, 8 + 4 * i).value_or(0) == sizes[i],
+                       name << " size of argument " << i);
+        }
         if (kPublished.count(module) == 0) continue;
         for (const auto& [name, value] : kPublished.at(module)) {
           const hip::ElfSymbol* sym = nullptr;

@@ -1,0 +1,466 @@
+// SPDX-License-Identifier: Apache-2.0
+// Conformance cases for stream semantics, made independent of timing, and for the lifetime of
+// launch arguments (issue 21).
+//
+// How ordering is checked without a race: the "gate" kernel of module "sync" (docs/kernels.md)
+// holds a stream busy until the case releases it through managed memory. A case starts a gate
+// on stream A and waits until it runs, then issues the operation under test from a second thread,
+// waits until that call returned or a grace period passed, and only then releases the gate. A
+// correct plugin's outcome never depends on the grace (an operation that must wait for the gate
+// either is queued, and returns, or blocks until the release); a plugin that does the operation
+// at once is caught whenever its call returns within the grace, which it does at once.
+// An operation issued after the gate was seen running is after the gate in submission order:
+// the launch is certainly in the stream by then, whatever thread the plugin runs it on.
+#include <gpuplug/kernel_args.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <thread>
+
+#include "gpuplug/support/text.hpp"
+#include "helpers.hpp"
+
+namespace gpuplug::conformance::detail {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// How long a case lets the operation under test run before it releases the gate. A broken
+// plugin that does the operation at once returns well within it; a correct one is right either
+// way, so the value trades nothing but the time of the cases (they wait it out where the
+// operation blocks until the release, as a synchronous copy does).
+constexpr auto kGrace = 200ms;
+// How long a launched gate may take to be seen running: far beyond any queueing delay.
+constexpr auto kStartLimit = 10s;
+constexpr std::uint32_t kGateTimedOut = 0x71D;  // flags[2] of a gate that gave up waiting
+
+constexpr std::uint8_t kGateValue = 0x11;
+constexpr std::size_t kBytes = 4096;
+
+/// A function run on a thread of its own; join() rethrows what it threw.
+class Background {
+ public:
+  explicit Background(std::function<void()> body)
+      : thread_([this, body = std::move(body)] {
+          try {
+            body();
+          } catch (...) {
+            error_ = std::current_exception();
+          }
+          done_.store(true);
+        }) {}
+  ~Background() {
+    if (thread_.joinable()) thread_.join();
+  }
+  Background(const Background&) = delete;
+  Background& operator=(const Background&) = delete;
+
+  bool done() const noexcept { return done_.load(); }
+  /// The body threw (meaningful once done()).
+  bool failed() const noexcept { return done() && error_ != nullptr; }
+  /// Waits until the body returned or `limit` passed; true when it returned.
+  bool wait_for(std::chrono::milliseconds limit) const {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (!done() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(1ms);
+    return done();
+  }
+  void join() {
+    thread_.join();
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  std::atomic<bool> done_{false};
+  std::exception_ptr error_;
+  std::thread thread_;  // last: starts once the members it uses exist
+};
+
+/// Skips the case when this backend cannot run a gate, naming what is missing.
+void require_gate(GpuBackend& gpu) {
+  const DeviceInfo info = gpu.device_info();
+  if (!info.managed_memory || !info.concurrent_managed_access) {
+    skip(
+        "the gate kernel's flags live in managed memory the host touches while the kernel runs, "
+        "and this device has no concurrent managed access");
+  }
+  if (!gpu.has_module("sync")) {
+    skip("no kernel module \"sync\" (the gate kernel, docs/kernels.md) for this plugin");
+  }
+}
+
+/// The gate kernel on one stream: writes `value` to dst[0, bytes) once released.
+class Gate {
+ public:
+  Gate(GpuBackend& gpu, Stream stream, DevicePtr dst, std::size_t bytes)
+      : flags_(DeviceBuffer::managed(gpu, 4 * sizeof(std::uint32_t), "conformance_gate")) {
+    const std::uint32_t zero[4] = {};
+    gpu.copy_h2d(flags_.ptr(), zero, sizeof zero);
+    const KernelHandle f = gpu.op_cache().kernel(gpu, "sync", "gate");
+    const std::uint64_t flags = flags_.ptr().value;
+    const std::uint64_t target = dst.value;
+    const std::uint64_t count = bytes;
+    // The host plugin runs a launch on the calling thread, so the launch has a thread of its own.
+    launcher_.emplace([&gpu, f, stream, flags, target, count] {
+      gpu.launch_args(f, Dim3{1, 1, 1}, Dim3{1, 1, 1}, 0, stream, flags, target, kGateValue, count);
+    });
+    // A GPU launch returns before the kernel starts, so only the time limit ends the wait; a
+    // launch that failed says why at once.
+    const auto end = std::chrono::steady_clock::now() + kStartLimit;
+    while (flag(0) == 0) {
+      const bool returned = launcher_->done();
+      if (launcher_->failed() || std::chrono::steady_clock::now() > end) {
+        release();
+        launcher_->join();  // rethrows the launch's own error
+        fail("the gate kernel launched on stream " + support::hex(stream.value) +
+             " did not start within 10 s" + (returned ? " although its launch had returned" : "") +
+             ": launched work must start without a synchronize");
+      }
+      std::this_thread::sleep_for(100us);
+    }
+  }
+  // A failed case must not leave the kernel waiting: released here, then launcher_ is joined
+  // before flags_ is freed (members go in reverse order).
+  ~Gate() { release(); }
+  Gate(const Gate&) = delete;
+  Gate& operator=(const Gate&) = delete;
+
+  void release() { std::atomic_ref<std::uint32_t>(word(1)).store(1); }
+  /// Joins the launching thread, rethrowing what its launch threw.
+  void join() {
+    launcher_->join();
+    launcher_.reset();
+  }
+  /// The device has finished the gate (after a synchronize that covers it).
+  void check_released() {
+    GPUPLUG_CHECK_MSG(flag(2) != kGateTimedOut,
+                      "the gate kernel timed out waiting for its release (10 s)");
+  }
+
+ private:
+  std::uint32_t& word(int i) {
+    return reinterpret_cast<std::uint32_t*>(static_cast<std::uintptr_t>(flags_.ptr().value))[i];
+  }
+  std::uint32_t flag(int i) { return std::atomic_ref<std::uint32_t>(word(i)).load(); }
+
+  DeviceBuffer flags_;
+  std::optional<Background> launcher_;
+};
+
+/// Starts a gate on `stream`, runs `op` on another thread, releases the gate when `op` returned
+/// or the grace passed, then joins both (rethrowing their errors) and synchronizes the device.
+void behind_gate(GpuBackend& gpu, Stream stream, DevicePtr dst, const std::function<void()>& op) {
+  Gate gate(gpu, stream, dst, kBytes);
+  {
+    Background issuer(op);
+    issuer.wait_for(std::chrono::duration_cast<std::chrono::milliseconds>(kGrace));
+    gate.release();
+    issuer.join();
+  }
+  gate.join();
+  gpu.synchronize();
+  gate.check_released();
+}
+
+/// The first index of `bytes` that is not `want`, or bytes.size().
+std::size_t first_not(const std::vector<std::uint8_t>& bytes, std::uint8_t want) {
+  return static_cast<std::size_t>(
+      std::find_if(bytes.begin(), bytes.end(), [want](std::uint8_t b) { return b != want; }) -
+      bytes.begin());
+}
+
+std::string byte_text(std::uint8_t b) { return support::hex(b); }
+
+void memset_waits_for_its_stream(Context& ctx) {
+  GpuBackend& gpu = ctx.backend();
+  require_gate(gpu);
+  DeviceBuffer dst(gpu, kBytes);
+  gpu.memset(dst.ptr(), 0, kBytes);
+  const Stream a = gpu.create_stream();
+  behind_gate(gpu, a, dst.ptr(), [&] { gpu.memset(dst.ptr(), 0x22, kBytes, a); });
+  gpu.destroy_stream(a);
+  const auto out = dst.download<std::uint8_t>(kBytes);
+  const std::size_t bad = first_not(out, 0x22);
+  GPUPLUG_CHECK_MSG(bad == out.size(),
+                    "memset on stream A ran before the kernel queued before it on A: memset "
+                    "ignores its stream (byte "
+                        << bad << " is " << byte_text(out[bad])
+                        << ", the kernel's value; the memset's is 0x22)");
+}
+
+void async_copies_wait_for_their_stream(Context& ctx) {
+  GpuBackend& gpu = ctx.backend();
+  require_gate(gpu);
+  DeviceBuffer dst(gpu, kBytes), copy(gpu, kBytes);
+  gpu.memset(dst.ptr(), 0, kBytes);
+  gpu.memset(copy.ptr(), 0, kBytes);
+  const std::vector<std::uint8_t> fresh(kBytes, 0x33);
+  std::vector<std::uint8_t> seen(kBytes, 0);
+  const Stream a = gpu.create_stream();
+  // In stream order: read what the kernel wrote, overwrite it, copy the new bytes on device.
+  behind_gate(gpu, a, dst.ptr(), [&] {
+    gpu.copy_d2h_async(seen.data(), dst.ptr(), kBytes, a);
+    gpu.copy_h2d_async(dst.ptr(), fresh.data(), kBytes, a);
+    gpu.copy_d2d_async(copy.ptr(), dst.ptr(), kBytes, a);
+  });
+  gpu.destroy_stream(a);
+  std::size_t bad = first_not(seen, kGateValue);
+  GPUPLUG_CHECK_MSG(bad == seen.size(),
+                    "copy_d2h_async on stream A ran before the kernel queued before it on A: "
+                    "async copies ignore their stream (byte "
+                        << bad << " read " << byte_text(seen[bad]) << ", not the kernel's "
+                        << byte_text(kGateValue) << ")");
+  const auto out = dst.download<std::uint8_t>(kBytes);
+  bad = first_not(out, 0x33);
+  GPUPLUG_CHECK_MSG(bad == out.size(),
+                    "copy_h2d_async on stream A ran before the kernel queued before it on A: "
+                    "async copies ignore their stream (byte "
+                        << bad << " is " << byte_text(out[bad]) << ", not the copy's 0x33)");
+  const auto copied = copy.download<std::uint8_t>(kBytes);
+  bad = first_not(copied, 0x33);
+  GPUPLUG_CHECK_MSG(bad == copied.size(),
+                    "copy_d2d_async on stream A did not run after the copy queued before it on A "
+                    "(byte "
+                        << bad << " is " << byte_text(copied[bad]) << ", expected 0x33)");
+}
+
+void default_stream_waits_for_other_streams(Context& ctx) {
+  GpuBackend& gpu = ctx.backend();
+  require_gate(gpu);
+  DeviceBuffer dst(gpu, kBytes);
+  gpu.memset(dst.ptr(), 0, kBytes);
+  const Stream a = gpu.create_stream();
+  behind_gate(gpu, a, dst.ptr(), [&] { gpu.memset(dst.ptr(), 0x44, kBytes, Stream{}); });
+  gpu.destroy_stream(a);
+  const auto out = dst.download<std::uint8_t>(kBytes);
+  const std::size_t bad = first_not(out, 0x44);
+  GPUPLUG_CHECK_MSG(bad == out.size(),
+                    "memset on the default stream ran before the kernel queued earlier on stream "
+                    "A: the default stream is not ordered with other streams (legacy default "
+                    "stream semantics; byte "
+                        << bad << " is " << byte_text(out[bad]) << ", the kernel's value)");
+}
+
+void sync_copy_waits_for_queued_work(Context& ctx) {
+  GpuBackend& gpu = ctx.backend();
+  require_gate(gpu);
+  DeviceBuffer dst(gpu, kBytes);
+  gpu.memset(dst.ptr(), 0, kBytes);
+  std::vector<std::uint8_t> seen(kBytes, 0);
+  const Stream a = gpu.create_stream();
+  // copy_d2h blocks until the gate is released (after the grace) when it is right.
+  behind_gate(gpu, a, dst.ptr(), [&] { gpu.copy_d2h(seen.data(), dst.ptr(), kBytes); });
+  gpu.destroy_stream(a);
+  const std::size_t bad = first_not(seen, kGateValue);
+  GPUPLUG_CHECK_MSG(bad == seen.size(),
+                    "copy_d2h returned before the kernel queued on stream A had finished: a "
+                    "synchronous copy ignores queued work (it must wait for every stream, as on "
+                    "the legacy default stream; byte "
+                        << bad << " read " << byte_text(seen[bad]) << ", not the kernel's "
+                        << byte_text(kGateValue) << ")");
+}
+
+/// Runs `op`, which must throw invalid_argument because it names `stream` (`kind`: "never
+/// created", "destroyed"); fails naming the operation and the stream otherwise.
+void expect_refused(std::string_view op, std::string_view kind, Stream stream,
+                    const std::function<void()>& run) {
+  try {
+    run();
+  } catch (const Error& e) {
+    GPUPLUG_CHECK_MSG(e.status() == Status::invalid_argument,
+                      op << " on a " << kind << " stream " << support::hex(stream.value)
+                         << " failed with " << to_string(e.status())
+                         << ", not invalid_argument: " << e.what());
+    return;
+  }
+  fail(std::string(op) + " on a " + std::string(kind) + " stream " + support::hex(stream.value) +
+       " was accepted: work on an unknown or destroyed stream must be invalid_argument, never "
+       "run on some other stream");
+}
+
+void unknown_and_destroyed_streams_refused(Context& ctx) {
+  GpuBackend& gpu = ctx.backend();
+  constexpr std::uint32_t n = 256;
+  const std::vector<float> ones(n, 1.0f);
+  DeviceBuffer x = to_device(gpu, ones);
+  DeviceBuffer y = to_device(gpu, ones);
+  DeviceBuffer z(gpu, n * sizeof(float));
+  std::vector<float> host(n, 5.0f);
+  const KernelHandle axpy = gpu.op_cache().kernel(gpu, "axpy", "axpy");
+  std::optional<Event> event;
+  try {
+    event = gpu.create_event();
+  } catch (const Error& e) {
+    if (e.status() != Status::unsupported) throw;
+    ctx.note("events unsupported: record and wait not checked");
+  }
+
+  const Stream destroyed = gpu.create_stream();
+  gpu.destroy_stream(destroyed);
+  // Far from any value a plugin hands out, and not the destroyed one.
+  const Stream never{destroyed.value ^ 0x5EED000000000000ull};
+  for (const auto& [kind, s] :
+       {std::pair{"never created", never}, std::pair{"destroyed", destroyed}}) {
+    expect_refused("launch", kind, s, [&] {
+      gpu.launch_args(axpy, Dim3{1, 1, 1}, Dim3{256, 1, 1}, 0, s, n, 2.0f, x.ptr().value,
+                      y.ptr().value);
+    });
+    expect_refused("copy_h2d_async", kind, s,
+                   [&] { gpu.copy_h2d_async(z.ptr(), host.data(), n * sizeof(float), s); });
+    expect_refused("copy_d2h_async", kind, s,
+                   [&] { gpu.copy_d2h_async(host.data(), y.ptr(), n * sizeof(float), s); });
+    expect_refused("copy_d2d_async", kind, s,
+                   [&] { gpu.copy_d2d_async(z.ptr(), y.ptr(), n * sizeof(float), s); });
+    expect_refused("memset", kind, s, [&] { gpu.memset(y.ptr(), 0, n * sizeof(float), s); });
+    expect_refused("synchronize(stream)", kind, s, [&] { gpu.synchronize(s); });
+    if (event) {
+      expect_refused("record", kind, s, [&] { gpu.record(*event, s); });
+      expect_refused("wait", kind, s, [&] { gpu.wait(s, *event); });
+    }
+  }
+  if (event) gpu.destroy_event(*event);
+  gpu.synchronize();
+  // Nothing refused ran: y is still ones (no axpy, no memset), the host buffer untouched.
+  const auto after = y.download<float>(n);
+  GPUPLUG_CHECK_MSG(after == ones, "a refused launch or memset on a bad stream changed y");
+  GPUPLUG_CHECK_MSG(std::all_of(host.begin(), host.end(), [](float v) { return v == 5.0f; }),
+                    "a refused copy_d2h_async on a bad stream wrote the host buffer");
+}
+
+void launch_arguments_copied_during_launch(Context& ctx) {
+  // params and the values they point to belong to the caller, who may reuse them as soon as
+  // launch returns: a plugin that runs the launch later must have copied them during the call
+  // (their sizes are the kernel's <func>_args, <gpuplug/kernel_args.h>). Here the launch is
+  // queued behind work on its stream, then every value and every pointer of params is replaced
+  // at once with others that are valid but different (a decoy buffer, another scalar).
+  GpuBackend& gpu = ctx.backend();
+  constexpr std::uint32_t n = 4096;
+  const std::vector<float> xs(n, 3.0f), ys(n, 1.0f), decoy_xs(n, 100.0f), decoy_ys(n, 50.0f);
+  DeviceBuffer x = to_device(gpu, xs);
+  DeviceBuffer y(gpu, n * sizeof(float));
+  DeviceBuffer dx = to_device(gpu, decoy_xs);
+  DeviceBuffer dy = to_device(gpu, decoy_ys);
+  DeviceBuffer busy(gpu, std::size_t{16} << 20);
+  const KernelHandle axpy = gpu.op_cache().kernel(gpu, "axpy", "axpy");
+  const Stream s = gpu.create_stream();
+  gpu.memset(busy.ptr(), 0x5A, busy.bytes(), s);  // work ahead of the launch on s
+  gpu.copy_h2d_async(y.ptr(), ys.data(), n * sizeof(float), s);
+
+  std::uint32_t arg_n = n;
+  float arg_a = 2.0f;
+  std::uint64_t arg_x = x.ptr().value, arg_y = y.ptr().value;
+  // What params points to after the launch: the same kinds of values, all different.
+  std::uint32_t other_n = n;
+  float other_a = 5.0f;
+  std::uint64_t other_x = dx.ptr().value, other_y = dy.ptr().value;
+  void* params[] = {&arg_n, &arg_a, &arg_x, &arg_y};
+  gpu.launch(axpy, Dim3{n / 256, 1, 1}, Dim3{256, 1, 1}, 0, s, params);
+  // The caller reuses its storage at once: new values in place, and params pointing elsewhere.
+  arg_a = other_a;
+  arg_x = other_x;
+  arg_y = other_y;
+  params[0] = &other_n;
+  params[1] = &other_a;
+  params[2] = &other_x;
+  params[3] = &other_y;
+  gpu.synchronize(s);
+  gpu.destroy_stream(s);
+
+  const auto got = y.download<float>(n);
+  const auto decoy = dy.download<float>(n);
+  GPUPLUG_CHECK_MSG(
+      decoy == decoy_ys && std::all_of(got.begin(), got.end(), [](float v) { return v == 7.0f; }),
+      "launch read its params after it returned: a plugin that runs a launch later "
+      "must copy the arguments during the call (sizes from <func>_args) (y[0] = "
+          << got[0] << ", expected 2*3+1 = 7; the decoy y[0] = " << decoy[0]
+          << ", expected it untouched at 50)");
+}
+
+void kernel_args_published(Context& ctx) {
+  // Every sample kernel publishes <func>_args (<gpuplug/kernel_args.h>), and it describes the
+  // arguments the suite launches it with (helpers.hpp): what a plugin that copies arguments
+  // relies on. Read like any module global: device_symbol, then a copy.
+  struct Expected {
+    const char* module;
+    const char* func;
+    std::vector<std::uint32_t> sizes;
+  };
+  const std::vector<Expected> kernels = {
+      {"axpy", "axpy", {4, 4, 8, 8}},
+      {"gemm", "gemm_f32", {4, 4, 4, 8, 8, 8}},
+      {"gemm", "gemm_a_e4m3", {4, 4, 4, 8, 8, 8}},
+      {"e4m3", "cast_f32_e4m3", {4, 8, 8}},
+      {"e4m3", "cast_e4m3_f32", {4, 8, 8}},
+      {"activation", "bias_relu", {4, 4, 8, 8}},
+      {"sync", "gate", {8, 8, 1, 8}},
+  };
+  GpuBackend& gpu = ctx.backend();
+  for (const Expected& k : kernels) {
+    const std::string name = std::string(k.func) + GPUPLUG_KERNEL_ARGS_SUFFIX;
+    const std::string kernel = std::string(k.module) + "::" + k.func;
+    if (std::string_view(k.module) == "sync" && !gpu.has_module("sync")) {
+      ctx.note("no module \"sync\": gate_args not checked");
+      continue;
+    }
+    const auto sym = gpu.device_symbol(k.module, name);
+    GPUPLUG_CHECK_MSG(sym.has_value(), kernel << " publishes no " << name
+                                              << ": every sample kernel publishes its argument "
+                                                 "sizes (docs/kernels.md)");
+    GPUPLUG_CHECK_MSG(sym->bytes >= sizeof(gpuplug_kernel_args_t),
+                      kernel << "'s " << name << " is " << sym->bytes << " bytes, not a "
+                             << sizeof(gpuplug_kernel_args_t) << "-byte gpuplug_kernel_args_t");
+    gpuplug_kernel_args_t args{};
+    gpu.copy_d2h(&args, sym->address, sizeof args);
+    GPUPLUG_CHECK_MSG(args.version >= GPUPLUG_KERNEL_ARGS_VERSION,
+                      kernel << "'s " << name << " has version " << args.version << ", not "
+                             << GPUPLUG_KERNEL_ARGS_VERSION);
+    std::vector<std::uint32_t> sizes(
+        std::begin(args.sizes),
+        std::begin(args.sizes) + std::min<std::uint32_t>(args.count, GPUPLUG_KERNEL_ARGS_MAX));
+    const auto show = [](const std::vector<std::uint32_t>& v) {
+      std::string text = "{";
+      for (std::size_t i = 0; i < v.size(); ++i) text += (i ? ", " : "") + std::to_string(v[i]);
+      return text + "}";
+    };
+    GPUPLUG_CHECK_MSG(args.count == k.sizes.size() && sizes == k.sizes,
+                      kernel << "'s " << name << " says " << args.count << " arguments of "
+                             << show(sizes) << " bytes; the kernel takes " << show(k.sizes));
+    GPUPLUG_CHECK_MSG(std::all_of(std::begin(args.sizes) + args.count, std::end(args.sizes),
+                                  [](std::uint32_t v) { return v == 0; }),
+                      kernel << "'s " << name << " has non-zero sizes past its count");
+  }
+}
+
+const Case cases[] = {
+    {"memset_waits_for_its_stream",
+     "a memset on stream A runs after the kernel queued before it on A (gate kernel, no timing)",
+     memset_waits_for_its_stream},
+    {"async_copies_wait_for_their_stream",
+     "copy_{d2h,h2d,d2d}_async on stream A run after the kernel queued before them, in order",
+     async_copies_wait_for_their_stream},
+    {"default_stream_waits_for_other_streams",
+     "work on the default stream runs after the work queued earlier on other streams (legacy "
+     "default stream)",
+     default_stream_waits_for_other_streams},
+    {"sync_copy_waits_for_queued_work",
+     "a synchronous copy_d2h waits for a kernel still running on another stream",
+     sync_copy_waits_for_queued_work},
+    {"unknown_and_destroyed_streams_refused",
+     "launch, async copies, memset, synchronize, record and wait on a never-created or destroyed "
+     "stream are invalid_argument and do nothing",
+     unknown_and_destroyed_streams_refused},
+    {"launch_arguments_copied_during_launch",
+     "params are valid only during launch: reusing them at once does not change a queued launch",
+     launch_arguments_copied_during_launch},
+    {"kernel_args_published",
+     "every sample kernel publishes <func>_args, matching the arguments it is launched with",
+     kernel_args_published},
+};
+
+}  // namespace
+
+std::span<const Case> stream_cases() { return cases; }
+
+}  // namespace gpuplug::conformance::detail
