@@ -36,12 +36,10 @@ install(FILES
   ${PROJECT_SOURCE_DIR}/examples/plugin_template/CMakeLists.txt
   ${PROJECT_SOURCE_DIR}/examples/plugin_template/example_plugin.cpp
   DESTINATION ${CMAKE_INSTALL_DATADIR}/gpuplug/examples/plugin_template)
-set(_gpuplug_author_docs plugin-authors.md architecture.md conformance.md)
-# docs/kernels.md (the sample kernels' contract) lands with the kernel-contract work of issue 21;
-# once it is in the tree this guard goes and it joins the list above.
-if(EXISTS ${PROJECT_SOURCE_DIR}/docs/kernels.md)
-  list(APPEND _gpuplug_author_docs kernels.md)
-endif()
+# What an author reads beside the headers: the guide, the ABI rules, the suite, the sample
+# kernels' contract (docs/kernels.md), the lints (docs/lints.md) and the test matrix.
+set(_gpuplug_author_docs plugin-authors.md architecture.md conformance.md kernels.md lints.md
+  test-matrix.md)
 list(TRANSFORM _gpuplug_author_docs PREPEND ${PROJECT_SOURCE_DIR}/docs/)
 install(FILES ${_gpuplug_author_docs} DESTINATION ${CMAKE_INSTALL_DOCDIR})
 unset(_gpuplug_author_docs)

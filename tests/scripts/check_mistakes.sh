@@ -55,6 +55,23 @@ for check in "${checks[@]}"; do
     { echo "FAIL: $mistake: the last line is not the summary with failures"; fail=1; }
 done
 
+# An unchecked unknown pointer (copy_h2d writing wherever it is told) is a SIGSEGV in the process
+# that runs the case: --isolate makes it that case's failure, naming the signal, and the run goes
+# on to the other case and the summary line.
+plugin=$dir/libgpuplug-mistake_unchecked_pointer.so
+out=$(timeout 300 "$gpuplug" check --isolate --timeout 30 --plugin "$plugin" \
+        --case copy_unknown_pointer --case alloc_copy_roundtrip 2>&1)
+rc=$?
+echo "== unchecked_pointer: exit $rc"
+echo "$out"
+[[ $rc -eq 1 ]] || { echo "FAIL: unchecked_pointer: exit status $rc, not 1"; fail=1; }
+grep -Eq '^copy_unknown_pointer +FAILED .*crashed: killed by SIGSEGV' <<<"$out" ||
+  { echo "FAIL: unchecked_pointer: copy_unknown_pointer is not FAILED as crashed by SIGSEGV"; fail=1; }
+grep -Eq '^alloc_copy_roundtrip +passed' <<<"$out" ||
+  { echo "FAIL: unchecked_pointer: the case after the crash did not run and pass"; fail=1; }
+[[ $(tail -1 <<<"$out") == "6 passed, 1 failed, 0 skipped" ]] ||
+  { echo "FAIL: unchecked_pointer: the summary is not '6 passed, 1 failed, 0 skipped' (5 lints)"; fail=1; }
+
 if [[ -n $host ]]; then
   out=$(timeout 300 "$gpuplug" check --isolate --timeout 30 --plugin "$host" "${case_args[@]}" 2>&1)
   rc=$?

@@ -36,6 +36,8 @@
 #define MISTAKE_NAME "mistake_args_not_copied"
 #elif defined(MISTAKE_EMPTY_GRID)
 #define MISTAKE_NAME "mistake_empty_grid"
+#elif defined(MISTAKE_UNCHECKED_POINTER)
+#define MISTAKE_NAME "mistake_unchecked_pointer"
 #else
 #error "define one MISTAKE_<NAME>"
 #endif
@@ -259,6 +261,16 @@ static gpuplug_status_t mistake_copy_d2h(gpuplug_instance_t inst, void* dst, uin
   return finish(inst, real->copy_d2h_async(inst, dst, src, bytes, p), p, 1);
 }
 
+/* MISTAKE_UNCHECKED_POINTER: a synchronous copy that trusts the device address it is given (on
+ * host a device pointer is a host address), as a plugin with its own memory pool may: an unknown
+ * pointer is a SIGSEGV in the checker's process, which only --isolate survives. */
+static gpuplug_status_t unchecked_copy_h2d(gpuplug_instance_t inst, uint64_t dst, const void* src,
+                                           uint64_t bytes) {
+  (void)inst;
+  memcpy((void*)(uintptr_t)dst, src, bytes);
+  return GPUPLUG_STATUS_SUCCESS;
+}
+
 static gpuplug_status_t mistake_launch(gpuplug_instance_t inst, uint64_t function,
                                        gpuplug_dim3_t grid, gpuplug_dim3_t block,
                                        uint32_t shared_bytes, uint64_t stream, void** params) {
@@ -313,6 +325,11 @@ GPUPLUG_PLUGIN_EXPORT const gpuplug_plugin_v1* gpuplug_plugin_entry(uint32_t hos
     table.copy_d2h = mistake_copy_d2h;
 #else
     (void)mistake_copy_h2d, (void)mistake_copy_d2h;
+#endif
+#if defined(MISTAKE_UNCHECKED_POINTER)
+    table.copy_h2d = unchecked_copy_h2d;
+#else
+    (void)unchecked_copy_h2d;
 #endif
     table.memset_d8 = mistake_memset;
     table.copy_h2d_async = mistake_h2d_async;
