@@ -705,7 +705,8 @@ int run_check(std::span<const std::string_view> args) {
     rest(conf::to_string(r.outcome), ms, one_line(reason));
     if (!child_output.empty()) std::cout << child_output << std::flush;
     record.cases.push_back({std::string(c->name), std::string(c->summary),
-                            died.value_or(verdict_of(r.outcome)), r.elapsed.count(), reason});
+                            died.value_or(verdict_of(r.outcome)), r.elapsed.count(), reason,
+                            known.reason(target.plugin, c->name).value_or("")});
   }
   std::cout << tally.line() << std::endl;
   if (json_file && !write_text_file(*json_file, gpuplug::tool::to_json(record), "--json"))

@@ -82,6 +82,20 @@ check(records["broken"]["summary"] == {"passed": 6, "failed": 2, "skipped": 0},
       f"broken summary: {records['broken']['summary']}")
 check(records["host"]["backend"]["device"]["class"] == "cpu", "host device class is not cpu")
 check(records["host"]["options"] == {"isolate": False, "timeout_s": 0}, "host options")
+check(all(c["known_failure"] == "" for c in records["host"]["cases"]), "host lists no known failure")
+
+# A known failure: its reason in the record, the case xfail, and <skipped> in JUnit.
+with open(p("known.txt"), "w") as f:
+    f.write("broken_host launch_axpy the launch slot segfaults on purpose\n")
+kf = run("check", "--plugin", broken, "--timeout", "5", "--case", "launch_axpy",
+         "--known-failures", p("known.txt"), "--json", p("known.json"), "--junit", p("known.xml"))
+known_case = next((c for c in json.load(open(p("known.json")))["cases"]
+                   if c["name"] == "launch_axpy"), {})
+check(known_case.get("status") == "xfail" and
+      known_case.get("known_failure") == "the launch slot segfaults on purpose",
+      f"known failure record: {known_case}")
+validate_xml(p("known.xml"))
+check("known failure (xfail)" in open(p("known.xml")).read(), "JUnit does not mark the xfail")
 xml = open(p("broken.xml")).read()
 check('type="crashed"' in xml and 'type="timed_out"' in xml,
       "broken.xml lacks failure types crashed and timed_out")

@@ -176,7 +176,8 @@ std::string to_json(const RunRecord& run) {
     out += "    {" + json_member("name", c.name) +
            ", \"status\": " + json_string(to_string(c.verdict)) +
            ", \"seconds\": " + seconds_text(c.seconds) + ", " + json_member("summary", c.summary) +
-           ", " + json_member("message", c.message) + "}";
+           ", " + json_member("message", c.message) + ", " +
+           json_member("known_failure", c.known_failure) + "}";
   }
   out += first ? "],\n" : "\n  ],\n";
   out += "  \"summary\": {\"passed\": " + std::to_string(counts[0]) +
@@ -302,6 +303,7 @@ RunRecord parse_results(std::string_view text, const std::string& source) {
     r.seconds = s;
     r.summary = optional_string(c, "summary");
     r.message = optional_string(c, "message");
+    r.known_failure = optional_string(c, "known_failure");
     run.cases.push_back(std::move(r));
   }
   return run;

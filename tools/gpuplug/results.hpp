@@ -33,6 +33,7 @@ struct CaseRecord {
   Verdict verdict = Verdict::passed;
   double seconds = 0;
   std::string message;  // why it failed or was skipped, or its notes
+  std::string known_failure;  // the reason the known-failure file gives for it on this plugin
 };
 
 /// Where the run happened.
