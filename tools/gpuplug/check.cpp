@@ -638,7 +638,7 @@ int run_check(std::span<const std::string_view> args) {
 
   std::cout << "gpuplug check " << gpuplug::version_string;
   if (!conf::sanitizer_name().empty())
-    std::cout << " (built with " << conf::sanitizer_name() << ")";
+    std::cout << " (under " << conf::sanitizer_name() << ")";
   std::cout << "\n";
   std::cout << "backend:        " << (unavailable.empty() ? chosen : "unavailable: " + unavailable)
             << "\n";

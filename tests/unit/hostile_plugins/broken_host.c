@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../forward_host.h"
+
 static gpuplug_plugin_v1 table;
 
 static gpuplug_status_t crashing_launch(gpuplug_instance_t inst, uint64_t function,
@@ -44,19 +46,10 @@ static gpuplug_status_t hanging_event_synchronize(gpuplug_instance_t inst, uint6
 /* The host plugin's answer to each version asked for (ABI-4, which `gpuplug check`'s abi_answer
  * lint checks for 1.0, 1.1 and 1.99), rebuilt on every call: the core copies the table it gets. */
 GPUPLUG_PLUGIN_EXPORT const gpuplug_plugin_v1* gpuplug_plugin_entry(uint32_t host_abi_version) {
-  /* Never closed: the table's slots point into it. */
-  void* real = dlopen(GPUPLUG_HOST_PLUGIN_FILE, RTLD_NOW | RTLD_LOCAL);
-  if (real == NULL) return NULL;
-  gpuplug_plugin_entry_fn entry = (gpuplug_plugin_entry_fn)dlsym(real, GPUPLUG_PLUGIN_ENTRY_SYMBOL);
-  if (entry == NULL) return NULL;
-  const gpuplug_plugin_v1* t = entry(host_abi_version);
-  if (t == NULL || t->struct_size > sizeof table) return NULL;
-  memset(&table, 0, sizeof table);
-  memcpy(&table, t, t->struct_size);
-  table.name = "broken_host";
+  if (forward_host(host_abi_version, "broken_host", &table, NULL) == NULL) return NULL;
   table.launch = crashing_launch;
   table.memset_d8 = exiting_memset;
-  if (t->struct_size >= offsetof(gpuplug_plugin_v1, event_synchronize) + sizeof(void*))
+  if (table.struct_size >= offsetof(gpuplug_plugin_v1, event_synchronize) + sizeof(void*))
     table.event_synchronize = hanging_event_synchronize;
   return &table;
 }

@@ -2,7 +2,7 @@
  * Lint plugin "lint_exports_internals": the host plugin under another name, built with default
  * visibility and no version script, so its helpers and its counter are exported beside the entry
  * point: lint exports must name them. */
-#include "forward_host.h"
+#include "../forward_host.h"
 
 /* The mistake: not static, not hidden. */
 int lint_entry_calls;
@@ -11,5 +11,5 @@ gpuplug_plugin_v1 lint_table;
 
 GPUPLUG_PLUGIN_EXPORT const gpuplug_plugin_v1* gpuplug_plugin_entry(uint32_t host_abi_version) {
   ++lint_entry_calls;
-  return lint_forward_host(host_abi_version, lint_plugin_name(), &lint_table);
+  return forward_host(host_abi_version, lint_plugin_name(), &lint_table, NULL);
 }

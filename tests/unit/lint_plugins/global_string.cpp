@@ -6,7 +6,7 @@
 #include <string>
 
 extern "C" {
-#include "forward_host.h"
+#include "../forward_host.h"
 }
 
 namespace {
@@ -18,5 +18,5 @@ gpuplug_plugin_v1 table;
 
 extern "C" GPUPLUG_PLUGIN_EXPORT const gpuplug_plugin_v1* gpuplug_plugin_entry(
     uint32_t host_abi_version) {
-  return lint_forward_host(host_abi_version, plugin_name.c_str(), &table);
+  return forward_host(host_abi_version, plugin_name.c_str(), &table, NULL);
 }

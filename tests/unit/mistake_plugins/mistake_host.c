@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../forward_host.h"
+
 #if defined(MISTAKE_MEMSET_IGNORES_STREAM)
 #define MISTAKE_NAME "mistake_memset_ignores_stream"
 #elif defined(MISTAKE_DEFAULT_NOT_ORDERED)
@@ -302,41 +304,28 @@ static gpuplug_status_t mistake_launch(gpuplug_instance_t inst, uint64_t functio
  * abi_answer lint asks for 1.0, 1.1 and 1.99 in turn), so that the one mistake is the stream or
  * launch one and every lint passes. */
 GPUPLUG_PLUGIN_EXPORT const gpuplug_plugin_v1* gpuplug_plugin_entry(uint32_t host_abi_version) {
-  {
-    /* Never closed: the table's slots point into it. */
-    void* lib = dlopen(GPUPLUG_HOST_PLUGIN_FILE, RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) return NULL;
-    gpuplug_plugin_entry_fn entry =
-        (gpuplug_plugin_entry_fn)dlsym(lib, GPUPLUG_PLUGIN_ENTRY_SYMBOL);
-    if (entry == NULL) return NULL;
-    real = entry(host_abi_version);
-    if (real == NULL || real->struct_size > sizeof table) return NULL;
-    memset(&table, 0, sizeof table);
-    memcpy(&table, real, real->struct_size);
-    table.name = MISTAKE_NAME;
-    table.create = mistake_create;
-    table.destroy = mistake_destroy;
-    table.stream_create = mistake_stream_create;
-    table.stream_destroy = mistake_stream_destroy;
-    table.stream_synchronize = mistake_stream_synchronize;
-    table.synchronize = mistake_synchronize;
+  if (forward_host(host_abi_version, MISTAKE_NAME, &table, &real) == NULL) return NULL;
+  table.create = mistake_create;
+  table.destroy = mistake_destroy;
+  table.stream_create = mistake_stream_create;
+  table.stream_destroy = mistake_stream_destroy;
+  table.stream_synchronize = mistake_stream_synchronize;
+  table.synchronize = mistake_synchronize;
 #if defined(MISTAKE_SYNC_COPY_IGNORES_QUEUED)
-    table.copy_h2d = mistake_copy_h2d;
-    table.copy_d2h = mistake_copy_d2h;
+  table.copy_h2d = mistake_copy_h2d;
+  table.copy_d2h = mistake_copy_d2h;
 #else
-    (void)mistake_copy_h2d, (void)mistake_copy_d2h;
+  (void)mistake_copy_h2d, (void)mistake_copy_d2h;
 #endif
 #if defined(MISTAKE_UNCHECKED_POINTER)
-    table.copy_h2d = unchecked_copy_h2d;
+  table.copy_h2d = unchecked_copy_h2d;
 #else
-    (void)unchecked_copy_h2d;
+  (void)unchecked_copy_h2d;
 #endif
-    table.memset_d8 = mistake_memset;
-    table.copy_h2d_async = mistake_h2d_async;
-    table.copy_d2h_async = mistake_d2h_async;
-    table.copy_d2d_async = mistake_d2d_async;
-    table.launch = mistake_launch;
-
-  }
+  table.memset_d8 = mistake_memset;
+  table.copy_h2d_async = mistake_h2d_async;
+  table.copy_d2h_async = mistake_d2h_async;
+  table.copy_d2d_async = mistake_d2d_async;
+  table.launch = mistake_launch;
   return &table;
 }
