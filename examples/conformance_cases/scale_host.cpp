@@ -3,6 +3,7 @@
 // Launch: grid ceil(n/256), block 256. Arguments: uint32 n, float a, device x, device y.
 // (scale.cu is the same kernel for CUDA; a HIP version would be scale.hip built with --genco.)
 #include <gpuplug/abi.h>
+#include <gpuplug/kernel_args.h>
 
 #include <cstdint>
 #include <cstring>
@@ -15,6 +16,11 @@ T arg(void* const* params, int i) {
   return value;
 }
 }  // namespace
+
+// Its argument sizes, for a plugin that runs launches later and must copy the arguments
+// (docs/kernels.md): uint32 n, float a, two device pointers.
+extern "C" GPUPLUG_PLUGIN_EXPORT const gpuplug_kernel_args_t scale_args = {
+    GPUPLUG_KERNEL_ARGS_VERSION, 4, {4, 4, 8, 8}};
 
 extern "C" GPUPLUG_PLUGIN_EXPORT void scale(const gpuplug_host_block_t* block,
                                             void* const* params) {
