@@ -328,6 +328,23 @@ void require_discovered(bool discovered, std::string_view selector) {
                   "')");
 }
 
+/// The entries to select among, copied under the lock (selecting can take long, driver init, and
+/// must not hold it; the copies share their LoadedPlugin with the registry's entries, so a
+/// library loaded for a selection stays with the registry). Throws as require_discovered.
+std::vector<PluginEntry> selectable_entries(std::mutex& mutex,
+                                            const std::vector<PluginEntry>& entries,
+                                            const bool& discovered, std::string_view selector) {
+  std::vector<PluginEntry> snapshot;
+  bool was_discovered = false;
+  {
+    std::lock_guard lock(mutex);
+    snapshot = entries;
+    was_discovered = discovered;
+  }
+  require_discovered(was_discovered, selector);
+  return snapshot;
+}
+
 }  // namespace
 
 std::shared_ptr<GpuBackend> PluginRegistry::create(std::string_view selector,
@@ -336,17 +353,8 @@ std::shared_ptr<GpuBackend> PluginRegistry::create(std::string_view selector,
 }
 
 Selection PluginRegistry::select(std::string_view selector, const Options& options) {
-  // Select on a snapshot: creating a device can take long (driver init) and must not hold the
-  // lock; the entries share their LoadedPlugin with the snapshot, so a library loaded for it
-  // stays with the registry's entry.
-  std::vector<PluginEntry> snapshot;
-  bool discovered = false;
-  {
-    std::lock_guard lock(impl_->mutex);
-    snapshot = impl_->entries;
-    discovered = impl_->discovered;
-  }
-  require_discovered(discovered, selector);
+  const std::vector<PluginEntry> snapshot =
+      selectable_entries(impl_->mutex, impl_->entries, impl_->discovered, selector);
   detail::SelectionOutcome outcome = detail::select_backend(selector, snapshot, options);
   if (auto& fallback = outcome.fallback) {
     bool first;
@@ -360,14 +368,8 @@ Selection PluginRegistry::select(std::string_view selector, const Options& optio
 }
 
 Selection PluginRegistry::dry_run(std::string_view selector) const {
-  std::vector<PluginEntry> snapshot;
-  bool discovered = false;
-  {
-    std::lock_guard lock(impl_->mutex);
-    snapshot = impl_->entries;
-    discovered = impl_->discovered;
-  }
-  require_discovered(discovered, selector);
+  const std::vector<PluginEntry> snapshot =
+      selectable_entries(impl_->mutex, impl_->entries, impl_->discovered, selector);
   const Options none{};
   return detail::select_backend(selector, snapshot, none, /*dry_run=*/true).selection;
 }
