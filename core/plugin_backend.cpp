@@ -11,6 +11,8 @@
 #include <gpuplug/support/failures.hpp>
 #include <vector>
 
+#include "layer_stack.hpp"
+
 namespace gpuplug::detail {
 
 namespace {
@@ -30,7 +32,7 @@ LedgerStats read_ledger(const PluginBackend& b, std::string_view operation) {
 
 PluginBackend::PluginBackend(std::shared_ptr<const boost::dll::shared_library> library,
                              const gpuplug_plugin_v1& table, std::uint32_t ordinal,
-                             const Options& options)
+                             const Options& options, const LayerCatalog& layers)
     : library_(std::move(library)),
       table_(copy_table(table)),
       optional_(resolve_optional_slots(table_)),
@@ -38,9 +40,12 @@ PluginBackend::PluginBackend(std::shared_ptr<const boost::dll::shared_library> l
       ordinal_(ordinal),
       name_(plugin_name_ + ":" + std::to_string(ordinal)),
       services_{sizeof(gpuplug_host_services_t), this, &PluginBackend::log_callback} {
+  // The layers are checked before anything is created, so that a bad `layers` creates nothing.
+  const LayerList enabled = enabled_layers(layers, options, name_);
+  const SplitOptions split = split_options(layers, enabled, options, name_);
   std::vector<gpuplug_option_t> opts;
-  opts.reserve(options.size());
-  for (const auto& [key, value] : options) opts.push_back({key.c_str(), value.c_str()});
+  opts.reserve(split.plugin.size());
+  for (const auto& [key, value] : split.plugin) opts.push_back({key.c_str(), value.c_str()});
   char error[1024] = {};
   const gpuplug_status_t st =
       table_.create(ordinal, opts.data(), static_cast<std::uint32_t>(opts.size()), &services_,
@@ -50,6 +55,24 @@ PluginBackend::PluginBackend(std::shared_ptr<const boost::dll::shared_library> l
     if (why.empty()) why = "the plugin gave no reason";
     throw Error(st != GPUPLUG_STATUS_SUCCESS ? static_cast<Status>(st) : Status::internal, name_,
                 "create", why);
+  }
+  if (!enabled.empty()) {
+    layer_services_ = {sizeof(gpuplug_layer_services_t), this, &PluginBackend::log_callback,
+                       &PluginBackend::set_error_callback};
+    try {
+      layers_ = std::make_unique<LayerStack>(enabled, split.layer_options, table_, instance_,
+                                             layer_services_, plugin_name_, ordinal_, name_);
+    } catch (...) {
+      table_.destroy(instance_);
+      throw;
+    }
+    plugin_destroy_ = table_.destroy;
+    plugin_instance_ = instance_;
+    table_ = layers_->top_table();
+    instance_ = layers_->top_instance();
+    optional_ = resolve_optional_slots(table_);
+    log(LogLevel::debug, name_, "created with layers " + layers_->names());
+    return;
   }
   log(LogLevel::debug, name_, "created");
 }
@@ -63,7 +86,12 @@ PluginBackend::~PluginBackend() {
     log(LogLevel::warning, name_,
         "releasing the op cache: " + support::describe_current_exception());
   }
-  table_.destroy(instance_);
+  if (layers_) {
+    layers_.reset();  // the layers, top first
+    plugin_destroy_(plugin_instance_);
+  } else {
+    table_.destroy(instance_);
+  }
   // library_ is released after this body: the plugin's code stays mapped until here.
 }
 
@@ -73,9 +101,20 @@ void PluginBackend::log_callback(void* user, gpuplug_log_level_t level, const ch
   log(to_log_level(level), self->name_, message);
 }
 
+std::string PluginBackend::layer_names() const { return layers_ ? layers_->names() : std::string(); }
+
 // ---- errors -------------------------------------------------------------------------------------
 
 namespace {
+
+/// The message a layer set for the failure it returns next on this thread (set_error), with the
+/// backend it belongs to. Like a plugin's last_error it lives per thread; it is read and cleared
+/// by the first failure this thread reports on that backend.
+struct LayerError {
+  const PluginBackend* backend = nullptr;
+  std::string message;
+};
+thread_local LayerError layer_error;
 
 /// The marker that ends a plugin text cut at max_plugin_text_bytes.
 std::string truncated_marker(std::size_t claimed) {
@@ -85,6 +124,10 @@ std::string truncated_marker(std::size_t claimed) {
 }  // namespace
 
 std::string PluginBackend::last_error() const {
+  if (layer_error.backend == this) [[unlikely]] {
+    layer_error.backend = nullptr;
+    return std::move(layer_error.message);
+  }
   // The plugin says how long its message is; that length is capped here, never trusted.
   char small[512];
   std::size_t n = table_.last_error(instance_, small, sizeof small);
@@ -96,6 +139,17 @@ std::string PluginBackend::last_error() const {
   if (claimed > max_plugin_text_bytes || n >= big.size())
     big += truncated_marker(std::max(n, claimed));
   return big;
+}
+
+void PluginBackend::set_error_callback(void* user, const char* message) {
+  const auto* self = static_cast<const PluginBackend*>(user);
+  if (self == nullptr) return;
+  try {
+    layer_error.message = support::fixed_string(message, max_plugin_text_bytes);
+    layer_error.backend = self;
+  } catch (const std::bad_alloc&) {
+    layer_error.backend = nullptr;  // the plugin's last_error is then reported
+  }
 }
 
 void PluginBackend::throw_status(gpuplug_status_t status, std::string_view operation) const {

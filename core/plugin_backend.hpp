@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "layer_catalog.hpp"
 #include "plugin_table.hpp"
 
 namespace boost::dll {
@@ -18,13 +19,20 @@ namespace gpuplug::detail {
 
 /// One plugin instance (one device). Keeps the plugin library loaded for as long as it lives.
 /// Thread-safety: as GpuBackend (the plugin's slots are thread-safe by the ABI's contract).
+class LayerStack;
+
 class PluginBackend final : public GpuBackend {
  public:
-  /// Calls table.create(ordinal, options, services). Throws Error(status, "<plugin>:<ordinal>",
-  /// "create", <plugin's message>) when the plugin refuses.
+  /// Calls table.create(ordinal, options, services), then stacks the layers `options` (or
+  /// GPUPLUG_LAYERS) enables from `layers` over the instance (docs/layers.md); the plugin never
+  /// sees "layers" or a layer's option keys. Throws Error(status, "<plugin>:<ordinal>", "create",
+  /// <why>) when the plugin or a layer refuses, Error(invalid_argument, ..., "create", ...) for
+  /// a layers option that names no known layer; nothing is left created.
   PluginBackend(std::shared_ptr<const boost::dll::shared_library> library,
-                const gpuplug_plugin_v1& table, std::uint32_t ordinal, const Options& options);
-  /// Releases the OpCache (failures logged), then destroys the plugin instance. Never throws.
+                const gpuplug_plugin_v1& table, std::uint32_t ordinal, const Options& options,
+                const LayerCatalog& layers = LayerCatalog());
+  /// Releases the OpCache (failures logged, through the layers), then destroys the layers, top
+  /// first, then the plugin instance. Never throws.
   ~PluginBackend() override;
 
   std::string_view name() const noexcept override { return name_; }
@@ -66,7 +74,11 @@ class PluginBackend final : public GpuBackend {
   std::string alloc_report(std::size_t top_n) override;
   LedgerStats sweep_unreleased() override;
 
-  // For the optional-slot thunks and defaults.
+  /// "validate, trace": the layers this backend runs with, top first; "" when none.
+  std::string layer_names() const;
+
+  // For the optional-slot thunks and defaults: the top level's table and instance (the plugin's
+  // when no layer is enabled).
   const gpuplug_plugin_v1& table() const noexcept { return table_; }
   gpuplug_instance_t instance() const noexcept { return instance_; }
   /// Throws Error(status, name(), operation, <plugin's last_error>) unless status is success; the
@@ -83,6 +95,11 @@ class PluginBackend final : public GpuBackend {
 
  private:
   static void log_callback(void* user, gpuplug_log_level_t level, const char* message);
+  /// gpuplug_layer_services_t::set_error: the message of the failure a layer returns next on
+  /// this thread, which last_error() reports once instead of the plugin's.
+  static void set_error_callback(void* user, const char* message);
+  /// The message of this thread's last failure: a layer's (set_error) when one set it, else the
+  /// plugin's last_error slot (through the layers). Reading a layer's message clears it.
   std::string last_error() const;
   std::string c_name(std::string_view name, const char* op, const char* what) const;
   /// Refuses the null event before the plugin sees it, naming `operation` and the role.
@@ -97,6 +114,11 @@ class PluginBackend final : public GpuBackend {
   std::string name_;                  // "<plugin>:<ordinal>"; the log channel of the plugin
   gpuplug_host_services_t services_;  // must stay valid until destroy returns
   gpuplug_instance_t instance_ = nullptr;
+  // With layers: table_ and instance_ are the top layer's; the plugin's own are kept for destroy.
+  gpuplug_layer_services_t layer_services_{};  // must stay valid until the layers are destroyed
+  std::unique_ptr<LayerStack> layers_;
+  void (*plugin_destroy_)(gpuplug_instance_t) = nullptr;
+  gpuplug_instance_t plugin_instance_ = nullptr;
 };
 
 }  // namespace gpuplug::detail

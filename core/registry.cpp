@@ -4,11 +4,13 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <boost/dll/shared_library.hpp>
 #include <charconv>
 #include <cmath>
 #include <gpuplug/log.hpp>
 #include <gpuplug/registry.hpp>
 #include <set>
+#include <type_traits>
 #include <utility>
 
 #include "environment.hpp"
@@ -260,6 +262,7 @@ struct PluginRegistry::Impl {
   std::vector<PluginEntry> entries;  // discovery order; guarded by mutex
   std::set<std::string> logged;      // fallbacks already logged (each is logged once)
   bool discovered = false;           // discover() or add_plugin_file() ran; guarded by mutex
+  detail::LayerCatalog layers;       // built-in and added layers; guarded by mutex
 };
 
 PluginRegistry::PluginRegistry() : impl_(std::make_unique<Impl>()) {}
@@ -355,7 +358,13 @@ std::shared_ptr<GpuBackend> PluginRegistry::create(std::string_view selector,
 Selection PluginRegistry::select(std::string_view selector, const Options& options) {
   const std::vector<PluginEntry> snapshot =
       selectable_entries(impl_->mutex, impl_->entries, impl_->discovered, selector);
-  detail::SelectionOutcome outcome = detail::select_backend(selector, snapshot, options);
+  detail::LayerCatalog layers;
+  {
+    std::lock_guard lock(impl_->mutex);
+    layers = impl_->layers;
+  }
+  detail::SelectionOutcome outcome =
+      detail::select_backend(selector, snapshot, options, layers);
   if (auto& fallback = outcome.fallback) {
     bool first;
     {
@@ -371,7 +380,8 @@ Selection PluginRegistry::dry_run(std::string_view selector) const {
   const std::vector<PluginEntry> snapshot =
       selectable_entries(impl_->mutex, impl_->entries, impl_->discovered, selector);
   const Options none{};
-  return detail::select_backend(selector, snapshot, none, /*dry_run=*/true).selection;
+  const detail::LayerCatalog layers;  // a dry run creates nothing, so enables no layer
+  return detail::select_backend(selector, snapshot, none, layers, /*dry_run=*/true).selection;
 }
 
 ModuleInspection PluginRegistry::inspect_module(std::string_view plugin, std::uint32_t ordinal,
@@ -382,6 +392,52 @@ ModuleInspection PluginRegistry::inspect_module(std::string_view plugin, std::ui
     snapshot = impl_->entries;
   }
   return detail::inspect_module(snapshot, plugin, ordinal, image);  // module_inspection.cpp
+}
+
+// ---- layers (docs/layers.md) ---------------------------------------------------------------------
+
+void PluginRegistry::add_layer(const gpuplug_layer_v1& layer) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->layers.add(layer, "the application");
+}
+
+std::string PluginRegistry::add_layer_file(const fs::path& file) {
+  const std::string who = file.string();
+  // A layer file is trusted no more than a plugin file: the same checks before it is loaded.
+  if (auto why = detail::preflight(file)) throw Error(Status::unavailable, who, "add_layer_file", why->message);
+  auto library = std::make_shared<detail::Library>();
+  boost::dll::fs::error_code ec;
+  library->load(boost::dll::fs::path(who),
+                boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
+  if (ec || !library->is_loaded())
+    throw Error(Status::unavailable, who, "add_layer_file", "cannot load the library: " + ec.message());
+  if (!library->has(GPUPLUG_LAYER_ENTRY_SYMBOL)) {
+    throw Error(Status::invalid_argument, who, "add_layer_file",
+                "not a gpuplug layer: it does not export " GPUPLUG_LAYER_ENTRY_SYMBOL);
+  }
+  const auto entry = library->get<std::remove_pointer_t<gpuplug_layer_entry_fn>>(
+      GPUPLUG_LAYER_ENTRY_SYMBOL);
+  const gpuplug_layer_v1* layer = entry(GPUPLUG_LAYER_VERSION);
+  if (layer == nullptr) {
+    throw Error(Status::invalid_argument, who, "add_layer_file",
+                "the layer does not speak layer version " + std::to_string(GPUPLUG_LAYER_VERSION) +
+                    " (" GPUPLUG_LAYER_ENTRY_SYMBOL " returned null)");
+  }
+  std::lock_guard lock(impl_->mutex);
+  try {
+    impl_->layers.add(*layer, who, library);
+  } catch (const Error& e) {
+    throw Error(e.status(), who, "add_layer_file", e.backend() + ": " + e.message());
+  }
+  return impl_->layers.entries().back()->name;
+}
+
+std::vector<LayerInfo> PluginRegistry::layers() const {
+  std::lock_guard lock(impl_->mutex);
+  std::vector<LayerInfo> out;
+  for (const auto& e : impl_->layers.entries())
+    out.push_back(LayerInfo{e->name, e->summary, e->origin, e->option_keys});
+  return out;
 }
 
 }  // namespace gpuplug

@@ -23,14 +23,7 @@ namespace gpuplug {
 
 namespace {
 
-constexpr std::string_view whitespace = " \t\r\n";
-
-std::string_view trim(std::string_view s) noexcept {
-  const auto first = s.find_first_not_of(whitespace);
-  if (first == std::string_view::npos) return {};
-  const auto last = s.find_last_not_of(whitespace);
-  return s.substr(first, last - first + 1);
-}
+using support::trim;
 
 [[noreturn]] void bad(std::string_view selector, std::string_view element, std::string_view why) {
   std::string message = "invalid backend selector '";
@@ -333,8 +326,9 @@ struct Attempt {
 class Selector {
  public:
   Selector(std::string_view selector, std::span<const PluginEntry> entries, const Options& options,
-           bool dry_run)
-      : selector_(selector), entries_(entries), options_(options), dry_run_(dry_run) {}
+           const LayerCatalog& layers, bool dry_run)
+      : selector_(selector), entries_(entries), options_(options), layers_(layers),
+        dry_run_(dry_run) {}
 
   SelectionOutcome run() {
     for (const SelectorItem& item : parse_selector(selector_)) {
@@ -498,7 +492,7 @@ class Selector {
       try {
         // Loaded into this process only now (isolated discovery probed it in a child).
         const auto [library, table] = acquire_library(e);
-        a.backend = std::make_shared<PluginBackend>(library, table, i, options_);
+        a.backend = std::make_shared<PluginBackend>(library, table, i, options_, layers_);
         a.chosen = std::string(a.backend->name());
         return a;
       } catch (const Error& err) {
@@ -626,6 +620,7 @@ class Selector {
   std::string selector_;
   std::span<const PluginEntry> entries_;
   const Options& options_;
+  const LayerCatalog& layers_;
   bool dry_run_ = false;  // dry_run(): say what would be chosen, create nothing
   Attempt tried_;  // every selector item tried so far
   std::optional<std::string> env_;  // GPUPLUG_BACKEND, once it replaced an "auto"
@@ -634,8 +629,9 @@ class Selector {
 }  // namespace
 
 SelectionOutcome select_backend(std::string_view selector, std::span<const PluginEntry> entries,
-                                const Options& options, bool dry_run) {
-  return Selector(selector, entries, options, dry_run).run();
+                                const Options& options, const LayerCatalog& layers,
+                                bool dry_run) {
+  return Selector(selector, entries, options, layers, dry_run).run();
 }
 
 }  // namespace detail

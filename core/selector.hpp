@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "layer_catalog.hpp"
 #include "plugin_loader.hpp"
 
 namespace gpuplug::detail {
@@ -27,8 +28,10 @@ struct SelectionOutcome {
 /// `entries`, making the first backend that works with `options`. Throws Error naming the
 /// selector and every refusal when nothing works, or when a required item ('!') cannot be used.
 /// With `dry_run`, creates nothing: the first candidate that discovery found usable is chosen
-/// (Selection::backend stays null). Runs without the registry's lock.
+/// (Selection::backend stays null). A backend gets the layers `options` enables from `layers`.
+/// Runs without the registry's lock.
 SelectionOutcome select_backend(std::string_view selector, std::span<const PluginEntry> entries,
-                                const Options& options, bool dry_run = false);
+                                const Options& options, const LayerCatalog& layers,
+                                bool dry_run = false);
 
 }  // namespace gpuplug::detail

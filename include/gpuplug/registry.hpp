@@ -4,6 +4,8 @@
 
 #include <gpuplug/config.hpp>  // first: the C++20 check, the export region
 
+#include <gpuplug/layer.h>
+
 #include <gpuplug/backend.hpp>
 #include <gpuplug/types.hpp>
 
@@ -147,6 +149,14 @@ struct ModuleInspection {
 
 /// Thread-safety: all members may be called concurrently. Backends made by a registry keep
 /// their plugin library loaded after the registry is gone.
+/// A layer a registry can enable (PluginRegistry::layers).
+struct LayerInfo {
+  std::string name;                      // what `layers=` names
+  std::string summary;                   // one line
+  std::string origin;                    // "built-in", "the application", or the file
+  std::vector<std::string> option_keys;  // the options it reads (else GPUPLUG_<KEY>)
+};
+
 class PluginRegistry {
  public:
   /// Does not search; call discover().
@@ -203,6 +213,20 @@ class PluginRegistry {
   /// plugin's reason for an image it cannot parse (truncated, garbage, empty).
   ModuleInspection inspect_module(std::string_view plugin, std::uint32_t ordinal,
                                   std::span<const std::byte> image) const;
+
+  // ---- layers (docs/layers.md): tables stacked between the core and a plugin, enabled per
+  // backend by the option `layers=a,b` (or GPUPLUG_LAYERS), first named on top.
+  /// Makes `layer` available by its name to the backends this registry creates from now on. The
+  /// layer's strings and tables must outlive every such backend. Throws Error(invalid_argument,
+  /// "layer <name>", "add_layer", why) for a layer that breaks layer.h or a name already taken.
+  void add_layer(const gpuplug_layer_v1& layer);
+  /// Checks `file` as discovery checks a plugin file, loads it and adds the layer its
+  /// gpuplug_layer_entry returns; the library stays loaded while a backend uses the layer.
+  /// Returns the layer's name. Throws Error(unavailable, <file>, "add_layer_file", why) when the
+  /// file cannot be loaded, Error(invalid_argument, ...) when it holds no usable layer.
+  std::string add_layer_file(const std::filesystem::path& file);
+  /// The layers `layers=` can name: the built-in ones, then those added, in order.
+  std::vector<LayerInfo> layers() const;
 
  private:
   struct Impl;

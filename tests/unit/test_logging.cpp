@@ -16,6 +16,7 @@
 
 #include "contains.hpp"
 #include "loader_env.hpp"
+#include "log_records.hpp"
 #include "stderr_capture.hpp"
 #include "test_print.hpp"
 
@@ -32,32 +33,8 @@ BOOST_TEST_GLOBAL_FIXTURE(LoaderEnvironment);
 
 namespace {
 
-struct Record {
-  LogLevel level;
-  std::string channel;
-  std::string message;
-};
-
-/// Collects what the callback receives; restores the default route and the level on exit.
-struct Captured {
-  Captured() : old_level(gpuplug::log_level()) {
-    gpuplug::set_log_callback([this](LogLevel l, std::string_view c, std::string_view m) {
-      std::lock_guard lock(mutex);
-      records.push_back({l, std::string(c), std::string(m)});
-    });
-  }
-  ~Captured() {
-    gpuplug::set_log_callback({});
-    gpuplug::set_log_level(old_level);
-  }
-  std::vector<Record> take() {
-    std::lock_guard lock(mutex);
-    return std::move(records);
-  }
-  LogLevel old_level;
-  std::mutex mutex;
-  std::vector<Record> records;
-};
+using Record = LogRecord;
+using Captured = LogRecords;
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace gpuplug::support {
 
@@ -46,6 +47,26 @@ inline std::string describe_bytes(std::uint64_t bytes) {
   char buf[48];
   std::snprintf(buf, sizeof buf, " (%.1f %s)", v, units[unit]);
   return out + buf;
+}
+
+/// `s` without leading and trailing blanks (space, tab, CR, LF).
+inline std::string_view trim(std::string_view s) noexcept {
+  constexpr std::string_view blanks = " \t\r\n";
+  const auto first = s.find_first_not_of(blanks);
+  if (first == std::string_view::npos) return {};
+  const auto last = s.find_last_not_of(blanks);
+  return s.substr(first, last - first + 1);
+}
+
+/// The pieces of `s` between `separator`s, empty ones included ("a,,b" gives "a", "", "b").
+inline std::vector<std::string_view> split(std::string_view s, char separator) {
+  std::vector<std::string_view> parts;
+  for (std::size_t start = 0;;) {
+    const std::size_t end = s.find(separator, start);
+    parts.push_back(s.substr(start, end == std::string_view::npos ? end : end - start));
+    if (end == std::string_view::npos) return parts;
+    start = end + 1;
+  }
 }
 
 /// strerror for messages, thread-safe (GNU strerror_r returns the text it chose).

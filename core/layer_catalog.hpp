@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: Apache-2.0
+// LayerCatalog (core-private): the layers a registry can enable by name, each checked once.
+#pragma once
+
+#include <gpuplug/layer.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpuplug::detail {
+
+/// One layer as the core uses it: copies of what the layer published, read within its sizes.
+struct LayerEntry {
+  std::string name;
+  std::string summary;
+  std::string origin;  // "built-in", or the file it came from
+  std::vector<std::string> option_keys;
+  gpuplug_layer_v1 layer{};  // `table` points at `table` below
+  gpuplug_plugin_v1 table{};  // copy_table of the layer's table: slots past its size read null
+  std::shared_ptr<const void> keep_alive;  // the library a file layer lives in
+};
+
+/// The layers one registry knows: the built-in ones (validate, trace, faults) and those the
+/// application added. A value type: the registry copies it into the snapshot a selection runs on.
+class LayerCatalog {
+ public:
+  /// The built-in layers.
+  LayerCatalog();
+
+  /// Checks `layer` and adds it. Throws Error(invalid_argument, "layer <name>", "add_layer", why)
+  /// for a layer that breaks layer.h (version, sizes, name, a null create, table or destroy, an
+  /// option key that is not [a-z0-9_]+) or whose name is taken.
+  void add(const gpuplug_layer_v1& layer, std::string origin,
+           std::shared_ptr<const void> keep_alive = {});
+
+  std::shared_ptr<const LayerEntry> find(std::string_view name) const noexcept;
+  const std::vector<std::shared_ptr<const LayerEntry>>& entries() const noexcept { return entries_; }
+  /// "validate, trace, faults": for messages.
+  std::string names() const;
+
+ private:
+  std::vector<std::shared_ptr<const LayerEntry>> entries_;
+};
+
+/// The layers a backend enables (top first; a backend keeps them, and a file layer's library, alive): `layers` in `options` when the key is present (even empty),
+/// else GPUPLUG_LAYERS. Throws Error(invalid_argument, backend, "create", why) naming the item
+/// for an empty item, a repeated name or a name the catalog does not have (listing those it has).
+using LayerList = std::vector<std::shared_ptr<const LayerEntry>>;
+
+LayerList enabled_layers(const LayerCatalog& catalog,
+                                              const std::map<std::string, std::string>& options,
+                                              std::string_view backend);
+
+}  // namespace gpuplug::detail
