@@ -4,11 +4,15 @@
 
 #include <array>
 
+#include "trace.hpp"
+
 namespace gpuplug::detail {
 
 std::span<const gpuplug_layer_v1* const> builtin_layers() noexcept {
-  static constexpr std::array<const gpuplug_layer_v1*, 0> layers{};
-  return layers;
+  static const std::array all{
+      &layers::trace_layer(),
+  };
+  return all;
 }
 
 }  // namespace gpuplug::detail

@@ -83,6 +83,13 @@ int run_main(int argc, char** argv) {
   if (cl.device_memory_limit) {
     plugin_options["device_memory_limit"] = std::to_string(*cl.device_memory_limit);
   }
+  if (cl.trace_file) {
+    // The trace layer on top of whatever GPUPLUG_LAYERS enables (the option replaces it).
+    const char* env = std::getenv("GPUPLUG_LAYERS");
+    const std::string others = env != nullptr ? env : "";
+    plugin_options["layers"] = others.empty() ? "trace" : "trace," + others;
+    plugin_options["trace_file"] = *cl.trace_file;
+  }
 
   gpuplug::Selection selection;
   try {

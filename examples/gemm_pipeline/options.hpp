@@ -34,6 +34,7 @@ struct CommandLine {
   std::uint32_t k = 256;                             // input features
   std::optional<gpuplug::LogLevel> log_level;        // nullopt: GPUPLUG_LOG, else info
   std::optional<std::uint64_t> device_memory_limit;  // bytes
+  std::optional<std::string> trace_file;             // --trace: the trace layer's output
   bool help = false;
 };
 
@@ -51,6 +52,8 @@ inline constexpr const char* usage_text =
     "                             (default: $GPUPLUG_LOG, else info, so routes are logged)\n"
     "  --device-memory-limit SIZE device memory cap passed to the plugin (bytes, K/M/G/T\n"
     "                             suffix); past it weights fall back to managed memory\n"
+    "  --trace FILE               record every backend call (the trace layer) and write them\n"
+    "                             to FILE as Chrome trace-event JSON (Perfetto, chrome://tracing)\n"
     "  --help                     this text\n"
     "\n"
     "Exit status: 0 success, 1 verification failure (or memory left on the ledger),\n"
@@ -146,6 +149,10 @@ inline CommandLine parse_command_line(int argc, char** argv) {
       }
     } else if (name == "--device-memory-limit") {
       cl.device_memory_limit = parse_size(name, take_value());
+    } else if (name == "--trace") {
+      std::string_view v = take_value();
+      if (v.empty()) throw UsageError("--trace: invalid value '' (expected a file name)");
+      cl.trace_file = std::string(v);
     } else {
       throw UsageError("unknown option '" + std::string(name) + "'");
     }

@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: Apache-2.0
+// The `trace` layer (issue 17, docs/layers.md): the file it writes, its bounded ring, the summary
+// it logs, its options, and many threads through it. tests/scripts/check_trace.py checks the
+// file of a whole gemm_pipeline run as Chrome trace-event JSON.
+#define BOOST_TEST_MODULE trace
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+#include <filesystem>
+#include <fstream>
+#include <gpuplug/gpuplug.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "contains.hpp"
+#include "error_of.hpp"
+#include "loader_env.hpp"
+#include "log_records.hpp"
+#include "test_print.hpp"
+
+using gpuplug::Options;
+using gpuplug::Status;
+using namespace gpuplug::test;
+namespace fs = std::filesystem;
+
+BOOST_TEST_GLOBAL_FIXTURE(LoaderEnvironment);
+
+namespace {
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("gpuplug-trace-test-" + std::to_string(::getpid()));
+  TempDir() { fs::create_directories(path); }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+std::string read(const fs::path& file) {
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+/// The info records the backend logged, joined.
+std::string info_text(LogRecords& logs) {
+  std::string all;
+  for (const auto& r : logs.take()) all += r.message + "\n";
+  return all;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(every_call_is_written_with_its_arguments_and_summarized) {
+  TempDir dir;
+  const fs::path file = dir.path / "t.json";
+  LogRecords logs;
+  gpuplug::set_log_level(gpuplug::LogLevel::info);
+  {
+    gpuplug::PluginRegistry registry;
+    registry.discover();
+    auto gpu = registry.create("host!", {{"layers", "trace"}, {"trace_file", file.string()}});
+    const gpuplug::DevicePtr p = gpu->alloc(4096, "weights");
+    std::vector<char> host(4096, 1);
+    gpu->copy_h2d(p, host.data(), host.size());
+    const gpuplug::Stream s = gpu->create_stream();
+    gpu->memset(p, 0, 4096, s);
+    gpu->synchronize(s);
+    gpu->destroy_stream(s);
+    BOOST_CHECK_THROW(gpu->free(gpuplug::DevicePtr{0x10}), gpuplug::Error);
+    gpu->free(p);
+  }
+  const std::string text = read(file);
+  BOOST_TEST(contains(text, R"("name":"alloc","cat":"gpuplug","args":{"bytes":4096,)"), text);
+  BOOST_TEST(contains(text, R"("site":"weights")"), text);
+  BOOST_TEST(contains(text, R"("name":"copy_h2d")"), text);
+  BOOST_TEST(contains(text, R"j("name":"free (failed)")j"), text);
+  BOOST_TEST(contains(text, R"("status":"invalid_argument")"), text);
+  BOOST_TEST(contains(text, R"("name":"thread_name")"), text);
+  BOOST_TEST(contains(text, "(queued)"), text);  // the stream's own track
+  BOOST_TEST(contains(text, R"("name":"live bytes")"), text);
+  BOOST_TEST(contains(text, R"("dropped_events":0)"), text);
+  const std::string info = info_text(logs);
+  BOOST_TEST(contains(info, "trace summary: "), info);
+  BOOST_TEST(contains(info, "alloc: 1 calls"), info);
+  BOOST_TEST(contains(info, "free: 2 calls (1 failed)"), info);
+  BOOST_TEST(contains(info, "memory: 4096 bytes (4.0 KiB) allocated, 4096 bytes (4.0 KiB) freed"),
+             info);
+  BOOST_TEST(contains(info, "trace: wrote "), info);
+}
+
+BOOST_AUTO_TEST_CASE(the_ring_is_bounded_and_says_what_it_dropped) {
+  TempDir dir;
+  const fs::path file = dir.path / "ring.json";
+  LogRecords logs;
+  gpuplug::set_log_level(gpuplug::LogLevel::info);
+  {
+    gpuplug::PluginRegistry registry;
+    registry.discover();
+    auto gpu = registry.create(
+        "host!", {{"layers", "trace"}, {"trace_file", file.string()}, {"trace_buffer", "8"}});
+    for (int i = 0; i < 20; ++i) gpu->free(gpu->alloc(64));
+  }
+  const std::string text = read(file);
+  BOOST_TEST(contains(text, R"("dropped_events":32)"), text);
+  BOOST_TEST(contains(text, R"("ring_capacity":8)"), text);
+  const std::string info = info_text(logs);
+  // The counters still cover every call.
+  BOOST_TEST(contains(info, "alloc: 20 calls"), info);
+  BOOST_TEST(contains(info, "32 events dropped: the ring keeps the last 8 (option trace_buffer)"),
+             info);
+}
+
+BOOST_AUTO_TEST_CASE(bad_options_are_refused_by_name) {
+  gpuplug::PluginRegistry registry;
+  registry.discover();
+  const auto e = error_of([&] { registry.create("host!", {{"layers", "trace"}, {"trace_buffer", "0"}}); },
+                          Status::invalid_argument);
+  BOOST_TEST(contains(e.what(), "layer 'trace': option trace_buffer='0': expected a count"),
+             e.what());
+  const auto f = error_of([&] { registry.create("host!", {{"layers", "trace"}, {"trace_file", ""}}); },
+                          Status::invalid_argument);
+  BOOST_TEST(contains(f.what(), "option trace_file=''"), f.what());
+}
+
+BOOST_AUTO_TEST_CASE(a_file_that_cannot_be_written_is_logged_not_thrown) {
+  LogRecords logs;
+  {
+    gpuplug::PluginRegistry registry;
+    registry.discover();
+    auto gpu = registry.create(
+        "host!", {{"layers", "trace"}, {"trace_file", "/nonexistent-dir/trace.json"}});
+    gpu->free(gpu->alloc(8));
+  }
+  bool logged = false;
+  for (const auto& r : logs.take()) {
+    logged |= r.level == gpuplug::LogLevel::error &&
+              contains(r.message, "trace: cannot write '/nonexistent-dir/trace.json'");
+  }
+  BOOST_TEST(logged);
+}
+
+BOOST_AUTO_TEST_CASE(many_threads_each_get_a_track) {
+  TempDir dir;
+  const fs::path file = dir.path / "threads.json";
+  {
+    gpuplug::PluginRegistry registry;
+    registry.discover();
+    auto gpu = registry.create("host!", {{"layers", "trace"}, {"trace_file", file.string()}});
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 6; ++t) {
+      threads.emplace_back([&] {
+        for (int i = 0; i < 200; ++i) gpu->free(gpu->alloc(32));
+      });
+    }
+    for (auto& t : threads) t.join();
+    BOOST_TEST(gpu->live_alloc_count() == 0u);
+  }
+  const std::string text = read(file);
+  for (int t = 1; t <= 6; ++t) {
+    BOOST_TEST(contains(text, "\"name\":\"thread " + std::to_string(t) + "\""), text.substr(0, 800));
+  }
+  BOOST_TEST(contains(text, R"("dropped_events":0)"));
+}
