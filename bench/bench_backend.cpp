@@ -7,6 +7,10 @@
 //  - `launch/plugin_table`: by calling the host plugin's `launch` slot directly on an instance
 //    this program created itself from the plugin's C table (dlopen, gpuplug_plugin_entry, create).
 //  Both reach the same SDK slot and host executor, so the difference is the core's layer.
+//  - `launch/layer:<name>`: `launch/gpuplug` on a backend with one layer enabled (issue 17,
+//    docs/layers.md): `passthrough` is a layer that sets no slot (the core's forwarder alone),
+//    the others are the built-in layers with their default options. `launch/gpuplug` itself
+//    runs with no layer (GPUPLUG_LAYERS is unset here), the path every application has by default.
 // Ledger: alloc+free of the same size
 //  - `alloc_free/gpuplug`: GpuBackend::alloc/free (core, ABI, SDK, ledger, aligned_alloc),
 //  - `alloc_free/plugin_table`: the plugin's alloc/free slots directly (SDK, ledger, aligned_alloc)
@@ -15,10 +19,12 @@
 //    without the C ABI edge, the SDK adapter and the core, which the two rows above add,
 //  - `alloc_free/raw`: std::aligned_alloc/std::free, rounded to 256 bytes as the host plugin does.
 #include <gpuplug/abi.h>
+#include <gpuplug/layer.h>
 #include <gpuplug/gpuplug.hpp>
 
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -100,10 +106,38 @@ class DirectInstance {
   std::uint64_t noop_ = 0;
 };
 
+/// A layer that intercepts nothing: what one level of the stack costs by itself.
+void passthrough_destroy(gpuplug_instance_t inst) { delete reinterpret_cast<gpuplug_layer_next_t*>(inst); }
+gpuplug_status_t passthrough_create(const gpuplug_layer_next_t* next, const char*, std::uint32_t,
+                                    const gpuplug_option_t*, std::uint32_t,
+                                    const gpuplug_layer_services_t*, gpuplug_instance_t* out, char*,
+                                    std::size_t) {
+  *out = reinterpret_cast<gpuplug_instance_t>(new gpuplug_layer_next_t(*next));
+  return GPUPLUG_STATUS_SUCCESS;
+}
+const gpuplug_plugin_v1 passthrough_slots = [] {
+  gpuplug_plugin_v1 t{};
+  t.struct_size = sizeof t;
+  t.abi_version = GPUPLUG_ABI_VERSION;
+  t.destroy = &passthrough_destroy;
+  return t;
+}();
+const gpuplug_layer_v1 passthrough_layer{sizeof(gpuplug_layer_v1), GPUPLUG_LAYER_VERSION,
+                                         "passthrough", "sets no slot", nullptr,
+                                         &passthrough_create, &passthrough_slots};
+
+/// A backend with one layer enabled, and the no-op kernel resolved on it.
+struct Layered {
+  std::string layer;
+  std::shared_ptr<GpuBackend> gpu;
+  KernelHandle noop;
+};
+
 struct World {
   gpuplug::PluginRegistry registry;
   std::shared_ptr<GpuBackend> gpu;
   KernelHandle noop;
+  std::vector<Layered> layered;
   DirectInstance direct;
   // A ledger of its own, as a plugin instance holds one (no limit, no log sink).
   std::unique_ptr<gpuplug::sdk::AllocationLedger> ledger =
@@ -116,6 +150,14 @@ World* g_world = nullptr;
 void launch_gpuplug(benchmark::State& state) {
   GpuBackend& gpu = *g_world->gpu;
   const KernelHandle f = g_world->noop;
+  void* params[1] = {nullptr};
+  for (auto _ : state) gpu.launch(f, Dim3{1, 1, 1}, Dim3{1, 1, 1}, 0, gpuplug::Stream{}, params);
+  state.SetItemsProcessed(state.iterations());
+}
+
+void launch_layered(benchmark::State& state, const Layered* l) {
+  GpuBackend& gpu = *l->gpu;
+  const KernelHandle f = l->noop;
   void* params[1] = {nullptr};
   for (auto _ : state) gpu.launch(f, Dim3{1, 1, 1}, Dim3{1, 1, 1}, 0, gpuplug::Stream{}, params);
   state.SetItemsProcessed(state.iterations());
@@ -202,6 +244,12 @@ void register_all() {
                           std::pair{"launch/plugin_table", &launch_plugin_table}}) {
     benchmark::RegisterBenchmark(name, fn)->Threads(1)->Threads(2)->UseRealTime();
   }
+  for (const Layered& l : g_world->layered) {
+    benchmark::RegisterBenchmark(("launch/layer:" + l.layer).c_str(), &launch_layered, &l)
+        ->Threads(1)
+        ->Threads(2)
+        ->UseRealTime();
+  }
   for (auto [name, fn] : {std::pair{"alloc_free/gpuplug", &alloc_free_gpuplug},
                           std::pair{"alloc_free/plugin_table", &alloc_free_plugin_table},
                           std::pair{"alloc_free/ledger", &alloc_free_ledger},
@@ -224,17 +272,31 @@ int main(int argc, char** argv) {
     // This build's plugins, unless the caller chose others (an installed gpuplug is searched
     // after GPUPLUG_PLUGIN_PATH, and must not be what gets measured).
     ::setenv("GPUPLUG_PLUGIN_PATH", GPUPLUG_BENCH_PLUGIN_DIR, /*overwrite=*/0);
+    ::unsetenv("GPUPLUG_LAYERS");  // launch/gpuplug measures the default path: no layer
+    gpuplug::set_log_level(gpuplug::LogLevel::warning);  // the trace layer's summary is info
     auto world = std::make_unique<World>();
     g_world = world.get();
     world->registry.discover();
     world->gpu = world->registry.create("host!");
     world->gpu->load_module_file("bench_noop", GPUPLUG_BENCH_NOOP_MODULE);
     world->noop = world->gpu->kernel("bench_noop", "noop");
+    world->registry.add_layer(passthrough_layer);
+    const std::string trace_file = "/tmp/gpuplug-bench-trace-" + std::to_string(::getpid()) + ".json";
+    for (const gpuplug::LayerInfo& info : world->registry.layers()) {
+      gpuplug::Options options{{"layers", info.name}};
+      if (info.name == "trace") options["trace_file"] = trace_file;
+      Layered l{info.name, world->registry.create("host!", options), {}};
+      l.gpu->load_module_file("bench_noop", GPUPLUG_BENCH_NOOP_MODULE);
+      l.noop = l.gpu->kernel("bench_noop", "noop");
+      world->layered.push_back(std::move(l));
+    }
     benchmark::AddCustomContext("gpuplug_backend", std::string(world->gpu->name()));
     register_all();
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
     world->gpu->synchronize();
+    world->layered.clear();  // the trace layer writes its file here
+    std::remove(trace_file.c_str());
     g_world = nullptr;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_backend: %s\n", e.what());
