@@ -23,7 +23,9 @@
 #      <source_location>), tests/package again, built with it: the public headers must compile
 #      with the oldest compiler an application team is likely to have;
 #   9. examples/conformance_cases (an application's own cases and kernel module) builds out of
-#      tree against gpuplug::conformance, and the installed `gpuplug check --cases` passes them.
+#      tree against gpuplug::conformance, and the installed `gpuplug check --cases` passes them;
+#  10. examples/count_layer (a third-party layer in C and an application that loads it with
+#      add_layer_file, docs/layers.md) builds out of tree and counts the calls it sees on host.
 # The template, the consumer and step 7 are built with the compiler of <build>.
 
 # gpuplug_check_kit <build-dir>
@@ -234,5 +236,17 @@ _gpuplug_kit_run() {
     "$prefix/bin/gpuplug" check --backend 'host!' --only-user --cases "$udir/libexample_cases.so" \
       --modules "$udir/modules" || return 1
   echo "gpuplug kit: ok: user cases: $(tail -n 1 "$tmp/cases-check.log")"
+
+  # 10. a third-party layer, out of tree, loaded from its file by an application
+  local ldir="$tmp/count-layer"
+  _gpuplug_kit_step "configure examples/count_layer (find_package(gpuplug))" "$tmp/layer-configure.log" \
+    cmake -S "$root/examples/count_layer" -B "$ldir" "${cmake_args[@]}" || return 1
+  _gpuplug_kit_step "build examples/count_layer" "$tmp/layer-build.log" cmake --build "$ldir" || return 1
+  _gpuplug_kit_step "run count_layer_demo with the out-of-tree layer" "$tmp/layer-run.log" \
+    "$ldir/count_layer_demo" "$ldir/libgpuplug-layer-count.so" || return 1
+  grep -q "count: 3 allocs, 3 frees, 0 launches" "$tmp/layer-run.log" ||
+    _gpuplug_kit_fail "count_layer_demo did not log the layer's counts: $(tail -n 3 "$tmp/layer-run.log")" ||
+    return 1
+  echo "gpuplug kit: ok: out-of-tree layer: $(grep 'count: ' "$tmp/layer-run.log")"
   echo "gpuplug kit: all steps passed"
 }
