@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // The `trace` layer (issue 17, docs/layers.md): the file it writes, its bounded ring, the summary
 // it logs, its options, and many threads through it. tests/scripts/check_trace.py checks the
-// file of a whole gemm_pipeline run as Chrome trace-event JSON.
+// file of a whole gemm_pipeline run as Chrome trace-event JSON. The backend is "host!", or the
+// selector GPUPLUG_TEST_LAYER_BACKEND names (CTest runs it again on the fake HIP runtime).
 #define BOOST_TEST_MODULE trace
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <gpuplug/gpuplug.hpp>
@@ -42,6 +44,12 @@ std::string read(const fs::path& file) {
   return text.str();
 }
 
+/// The backend the cases trace: host, or the one the test run names.
+std::string selector() {
+  const char* env = std::getenv("GPUPLUG_TEST_LAYER_BACKEND");
+  return env != nullptr && *env != '\0' ? env : "host!";
+}
+
 /// The info records the backend logged, joined.
 std::string info_text(LogRecords& logs) {
   std::string all;
@@ -59,7 +67,7 @@ BOOST_AUTO_TEST_CASE(every_call_is_written_with_its_arguments_and_summarized) {
   {
     gpuplug::PluginRegistry registry;
     registry.discover();
-    auto gpu = registry.create("host!", {{"layers", "trace"}, {"trace_file", file.string()}});
+    auto gpu = registry.create(selector(), {{"layers", "trace"}, {"trace_file", file.string()}});
     const gpuplug::DevicePtr p = gpu->alloc(4096, "weights");
     std::vector<char> host(4096, 1);
     gpu->copy_h2d(p, host.data(), host.size());
@@ -114,11 +122,11 @@ BOOST_AUTO_TEST_CASE(the_ring_is_bounded_and_says_what_it_dropped) {
 BOOST_AUTO_TEST_CASE(bad_options_are_refused_by_name) {
   gpuplug::PluginRegistry registry;
   registry.discover();
-  const auto e = error_of([&] { registry.create("host!", {{"layers", "trace"}, {"trace_buffer", "0"}}); },
+  const auto e = error_of([&] { registry.create(selector(), {{"layers", "trace"}, {"trace_buffer", "0"}}); },
                           Status::invalid_argument);
   BOOST_TEST(contains(e.what(), "layer 'trace': option trace_buffer='0': expected a count"),
              e.what());
-  const auto f = error_of([&] { registry.create("host!", {{"layers", "trace"}, {"trace_file", ""}}); },
+  const auto f = error_of([&] { registry.create(selector(), {{"layers", "trace"}, {"trace_file", ""}}); },
                           Status::invalid_argument);
   BOOST_TEST(contains(f.what(), "option trace_file=''"), f.what());
 }
@@ -146,7 +154,7 @@ BOOST_AUTO_TEST_CASE(many_threads_each_get_a_track) {
   {
     gpuplug::PluginRegistry registry;
     registry.discover();
-    auto gpu = registry.create("host!", {{"layers", "trace"}, {"trace_file", file.string()}});
+    auto gpu = registry.create(selector(), {{"layers", "trace"}, {"trace_file", file.string()}});
     std::vector<std::thread> threads;
     for (int t = 0; t < 6; ++t) {
       threads.emplace_back([&] {
