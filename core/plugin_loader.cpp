@@ -269,6 +269,19 @@ std::optional<Refusal> preflight(const fs::path& file) {
   return check_elf(file);
 }
 
+std::shared_ptr<Library> load_checked_library(const std::filesystem::path& file,
+                                              const std::string& operation) {
+  const std::string who = file.string();
+  if (auto why = preflight(file)) throw Error(Status::unavailable, who, operation, why->message);
+  auto library = std::make_shared<Library>();
+  boost::dll::fs::error_code ec;
+  library->load(boost::dll::fs::path(who),
+                boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
+  if (ec || !library->is_loaded())
+    throw Error(Status::unavailable, who, operation, "cannot load the library: " + ec.message());
+  return library;
+}
+
 PluginEntry load_plugin(const fs::path& file, const fs::path& canonical, StageHook hook) {
   PluginEntry e;
   e.info.path = file;

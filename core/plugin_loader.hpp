@@ -62,6 +62,12 @@ std::vector<std::filesystem::path> plugin_candidates(const std::filesystem::path
 /// a trusted path (check_path_trust), an ELF header for this machine (64 bytes read).
 std::optional<Refusal> preflight(const std::filesystem::path& file);
 
+/// A file the application names (a table's plugin file, a layer file), loaded into this process
+/// after preflight, rtld_now | rtld_local. Throws Error(unavailable, <file>, operation, why) when
+/// preflight refuses it or it cannot be loaded.
+std::shared_ptr<Library> load_checked_library(const std::filesystem::path& file,
+                                              const std::string& operation);
+
 /// Loads, checks and probes one file in this process, after preflight. Never throws for a broken
 /// plugin: the entry says why. The library stays loaded in the entry unless it was refused.
 PluginEntry load_plugin(const std::filesystem::path& file, const std::filesystem::path& canonical,

@@ -404,13 +404,7 @@ void PluginRegistry::add_layer(const gpuplug_layer_v1& layer) {
 std::string PluginRegistry::add_layer_file(const fs::path& file) {
   const std::string who = file.string();
   // A layer file is trusted no more than a plugin file: the same checks before it is loaded.
-  if (auto why = detail::preflight(file)) throw Error(Status::unavailable, who, "add_layer_file", why->message);
-  auto library = std::make_shared<detail::Library>();
-  boost::dll::fs::error_code ec;
-  library->load(boost::dll::fs::path(who),
-                boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
-  if (ec || !library->is_loaded())
-    throw Error(Status::unavailable, who, "add_layer_file", "cannot load the library: " + ec.message());
+  const auto library = detail::load_checked_library(file, "add_layer_file");
   if (!library->has(GPUPLUG_LAYER_ENTRY_SYMBOL)) {
     throw Error(Status::invalid_argument, who, "add_layer_file",
                 "not a gpuplug layer: it does not export " GPUPLUG_LAYER_ENTRY_SYMBOL);

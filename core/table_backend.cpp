@@ -29,12 +29,8 @@ std::shared_ptr<GpuBackend> create_backend_from_table(const std::filesystem::pat
   if (auto why = detail::check_name(copy)) throw refused(*why);
   if (auto why = detail::check_required_slots(copy)) throw refused(*why);
 
-  auto library = std::make_shared<detail::Library>();
-  boost::dll::fs::error_code ec;
-  library->load(boost::dll::fs::path(who),
-                boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
-  if (ec || !library->is_loaded())
-    throw Error(Status::unavailable, who, "load", "cannot load the library: " + ec.message());
+  // Only a table that passed the checks above gets its file loaded (preflighted again there).
+  auto library = detail::load_checked_library(plugin_file, "load");
   // PluginBackend copies the table again (copy_table is idempotent on a copy) and resolves the
   // optional slots from that copy, never from `table`.
   return std::make_shared<detail::PluginBackend>(std::move(library), copy, ordinal, options);

@@ -57,17 +57,30 @@ std::string info_text(LogRecords& logs) {
   return all;
 }
 
+/// One traced run: a folder for its file, the records logged at info level, and a registry.
+struct Traced {
+  TempDir dir;
+  LogRecords logs;
+  gpuplug::PluginRegistry registry;
+  Traced() {
+    gpuplug::set_log_level(gpuplug::LogLevel::info);
+    registry.discover();
+  }
+  /// A backend with the trace layer writing to `file` (in the folder) and `extra` options.
+  std::shared_ptr<gpuplug::GpuBackend> create(const std::string& file, Options extra = {}) {
+    extra["layers"] = "trace";
+    extra["trace_file"] = (dir.path / file).string();
+    return registry.create(selector(), extra);
+  }
+  std::string file(const std::string& name) const { return read(dir.path / name); }
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(every_call_is_written_with_its_arguments_and_summarized) {
-  TempDir dir;
-  const fs::path file = dir.path / "t.json";
-  LogRecords logs;
-  gpuplug::set_log_level(gpuplug::LogLevel::info);
+  Traced run;
   {
-    gpuplug::PluginRegistry registry;
-    registry.discover();
-    auto gpu = registry.create(selector(), {{"layers", "trace"}, {"trace_file", file.string()}});
+    auto gpu = run.create("t.json");
     const gpuplug::DevicePtr p = gpu->alloc(4096, "weights");
     std::vector<char> host(4096, 1);
     gpu->copy_h2d(p, host.data(), host.size());
@@ -78,7 +91,7 @@ BOOST_AUTO_TEST_CASE(every_call_is_written_with_its_arguments_and_summarized) {
     BOOST_CHECK_THROW(gpu->free(gpuplug::DevicePtr{0x10}), gpuplug::Error);
     gpu->free(p);
   }
-  const std::string text = read(file);
+  const std::string text = run.file("t.json");
   BOOST_TEST(contains(text, R"("name":"alloc","cat":"gpuplug","args":{"bytes":4096,)"), text);
   BOOST_TEST(contains(text, R"("site":"weights")"), text);
   BOOST_TEST(contains(text, R"("name":"copy_h2d")"), text);
@@ -88,7 +101,7 @@ BOOST_AUTO_TEST_CASE(every_call_is_written_with_its_arguments_and_summarized) {
   BOOST_TEST(contains(text, "(queued)"), text);  // the stream's own track
   BOOST_TEST(contains(text, R"("name":"live bytes")"), text);
   BOOST_TEST(contains(text, R"("dropped_events":0)"), text);
-  const std::string info = info_text(logs);
+  const std::string info = info_text(run.logs);
   BOOST_TEST(contains(info, "trace summary: "), info);
   BOOST_TEST(contains(info, "alloc: 1 calls"), info);
   BOOST_TEST(contains(info, "free: 2 calls (1 failed)"), info);
@@ -98,21 +111,15 @@ BOOST_AUTO_TEST_CASE(every_call_is_written_with_its_arguments_and_summarized) {
 }
 
 BOOST_AUTO_TEST_CASE(the_ring_is_bounded_and_says_what_it_dropped) {
-  TempDir dir;
-  const fs::path file = dir.path / "ring.json";
-  LogRecords logs;
-  gpuplug::set_log_level(gpuplug::LogLevel::info);
+  Traced run;
   {
-    gpuplug::PluginRegistry registry;
-    registry.discover();
-    auto gpu = registry.create(
-        "host!", {{"layers", "trace"}, {"trace_file", file.string()}, {"trace_buffer", "8"}});
+    auto gpu = run.create("ring.json", {{"trace_buffer", "8"}});
     for (int i = 0; i < 20; ++i) gpu->free(gpu->alloc(64));
   }
-  const std::string text = read(file);
+  const std::string text = run.file("ring.json");
   BOOST_TEST(contains(text, R"("dropped_events":32)"), text);
   BOOST_TEST(contains(text, R"("ring_capacity":8)"), text);
-  const std::string info = info_text(logs);
+  const std::string info = info_text(run.logs);
   // The counters still cover every call.
   BOOST_TEST(contains(info, "alloc: 20 calls"), info);
   BOOST_TEST(contains(info, "32 events dropped: the ring keeps the last 8 (option trace_buffer)"),
@@ -137,7 +144,7 @@ BOOST_AUTO_TEST_CASE(a_file_that_cannot_be_written_is_logged_not_thrown) {
     gpuplug::PluginRegistry registry;
     registry.discover();
     auto gpu = registry.create(
-        "host!", {{"layers", "trace"}, {"trace_file", "/nonexistent-dir/trace.json"}});
+        selector(), {{"layers", "trace"}, {"trace_file", "/nonexistent-dir/trace.json"}});
     gpu->free(gpu->alloc(8));
   }
   bool logged = false;
@@ -149,12 +156,9 @@ BOOST_AUTO_TEST_CASE(a_file_that_cannot_be_written_is_logged_not_thrown) {
 }
 
 BOOST_AUTO_TEST_CASE(many_threads_each_get_a_track) {
-  TempDir dir;
-  const fs::path file = dir.path / "threads.json";
+  Traced run;
   {
-    gpuplug::PluginRegistry registry;
-    registry.discover();
-    auto gpu = registry.create(selector(), {{"layers", "trace"}, {"trace_file", file.string()}});
+    auto gpu = run.create("threads.json");
     std::vector<std::thread> threads;
     for (int t = 0; t < 6; ++t) {
       threads.emplace_back([&] {
@@ -164,7 +168,7 @@ BOOST_AUTO_TEST_CASE(many_threads_each_get_a_track) {
     for (auto& t : threads) t.join();
     BOOST_TEST(gpu->live_alloc_count() == 0u);
   }
-  const std::string text = read(file);
+  const std::string text = run.file("threads.json");
   for (int t = 1; t <= 6; ++t) {
     BOOST_TEST(contains(text, "\"name\":\"thread " + std::to_string(t) + "\""), text.substr(0, 800));
   }
