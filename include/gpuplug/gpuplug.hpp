@@ -8,6 +8,7 @@
 #include <gpuplug/backend.hpp>
 #include <gpuplug/log.hpp>
 #include <gpuplug/op_cache.hpp>
+#include <gpuplug/peer.hpp>
 #include <gpuplug/registry.hpp>
 #include <gpuplug/teardown.hpp>
 #include <gpuplug/types.hpp>

@@ -195,6 +195,15 @@ class PluginRegistry {
   /// A fallback is logged at info level (a warning only when a GPU that discovery found usable
   /// failed to create its backend); its reasons are in the Selection.
   std::shared_ptr<GpuBackend> create(std::string_view selector = "auto", const Options& options = {});
+  /// One backend per device `selector` names, each with its own OpCache and ledger, in the
+  /// order named (docs/interop.md): "cuda" is every CUDA device, "cuda,hip" every device of
+  /// both, "cuda:1" one device, "auto" (or GPUPLUG_BACKEND) every device of every usable GPU
+  /// plugin, or host's when there is none. A plugin that is not usable here is skipped unless
+  /// marked '!'; a device named twice gets one backend. Throws as create() does for a malformed
+  /// selector, a required item that cannot be used or options a plugin refuses, and
+  /// Error(not_found, "registry", "create_all") when the selector names no usable device.
+  std::vector<std::shared_ptr<GpuBackend>> create_all(std::string_view selector = "auto",
+                                                      const Options& options = {});
   /// As create, but also says why: what was chosen, what was passed over, and auto's ranking.
   Selection select(std::string_view selector = "auto", const Options& options = {});
   /// A dry run of select (`gpuplug list --explain`): what `selector` would choose from what

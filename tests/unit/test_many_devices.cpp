@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: Apache-2.0
+// Many devices (issue 19, docs/interop.md): PluginRegistry::create_all and copy_peer between
+// backends. On host here; CTest runs it again on the fake HIP runtime's two GPUs, where
+// GPUPLUG_TEST_FAKE_HIP is set.
+#define BOOST_TEST_MODULE many_devices
+#include <boost/test/unit_test.hpp>
+#include <cstdlib>
+#include <gpuplug/gpuplug.hpp>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "contains.hpp"
+#include "error_of.hpp"
+#include "loader_env.hpp"
+#include "test_print.hpp"
+
+using gpuplug::DevicePtr;
+using gpuplug::GpuBackend;
+using gpuplug::Status;
+using namespace gpuplug::test;
+
+BOOST_TEST_GLOBAL_FIXTURE(LoaderEnvironment);
+
+namespace {
+
+bool on_fake_hip() {
+  const char* env = std::getenv("GPUPLUG_TEST_FAKE_HIP");
+  return env != nullptr && std::string(env) == "full";
+}
+
+std::vector<std::string> names(const std::vector<std::shared_ptr<GpuBackend>>& backends) {
+  std::vector<std::string> out;
+  for (const auto& b : backends) out.emplace_back(b->name());
+  return out;
+}
+
+struct Registry {
+  gpuplug::PluginRegistry registry;
+  Registry() { registry.discover(); }
+};
+
+/// `bytes` distinct bytes starting at `seed`.
+std::vector<std::uint8_t> pattern(std::size_t bytes, unsigned seed) {
+  std::vector<std::uint8_t> v(bytes);
+  for (std::size_t i = 0; i < bytes; ++i) v[i] = static_cast<std::uint8_t>((i * 131 + seed) % 251);
+  return v;
+}
+
+/// Copies `size` bytes from `src` (at offset `src_off` of an allocation) to `dst` (at `dst_off`)
+/// with copy_peer and checks the destination, bytes around it included.
+void check_copy(GpuBackend& dst, GpuBackend& src, std::size_t size, std::size_t src_off,
+                std::size_t dst_off, std::size_t chunk) {
+  const std::size_t guard = 8;
+  const auto in = pattern(size + src_off, 7);
+  const std::vector<std::uint8_t> before(dst_off + size + guard, 0xEE);
+  const DevicePtr s = src.alloc(in.size() + 1, "test src");
+  const DevicePtr d = dst.alloc(before.size(), "test dst");
+  if (!in.empty()) src.copy_h2d(s, in.data(), in.size());
+  dst.copy_h2d(d, before.data(), before.size());
+  gpuplug::copy_peer(dst, DevicePtr{d.value + dst_off}, src, DevicePtr{s.value + src_off}, size,
+                     {chunk});
+  std::vector<std::uint8_t> out(before.size());
+  dst.copy_d2h(out.data(), d, out.size());
+  std::vector<std::uint8_t> expected = before;
+  std::copy(in.begin() + static_cast<std::ptrdiff_t>(src_off), in.end(),
+            expected.begin() + static_cast<std::ptrdiff_t>(dst_off));
+  BOOST_TEST(out == expected, "size " << size << ", offsets " << src_off << "/" << dst_off);
+  src.free(s);
+  dst.free(d);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(create_all)
+
+BOOST_FIXTURE_TEST_CASE(one_backend_per_device_each_with_its_own_ledger, Registry) {
+  if (on_fake_hip()) {
+    const auto all = registry.create_all("hip");
+    BOOST_TEST(names(all) == (std::vector<std::string>{"hip:0", "hip:1"}));
+    const DevicePtr p = all[0]->alloc(64);
+    BOOST_TEST(all[0]->live_alloc_count() == 1u);
+    BOOST_TEST(all[1]->live_alloc_count() == 0u);
+    all[0]->free(p);
+    BOOST_TEST(names(registry.create_all("auto")) == (std::vector<std::string>{"hip:0", "hip:1"}));
+    BOOST_TEST(names(registry.create_all("hip:1,host")) ==
+               (std::vector<std::string>{"hip:1", "host:0"}));
+  } else {
+    BOOST_TEST(names(registry.create_all("auto")) == (std::vector<std::string>{"host:0"}));
+  }
+  BOOST_TEST(names(registry.create_all("host")) == (std::vector<std::string>{"host:0"}));
+  // Named twice: one backend.
+  BOOST_TEST(names(registry.create_all("host,host:0")) == (std::vector<std::string>{"host:0"}));
+  // A plugin that is not usable here is skipped unless required.
+  BOOST_TEST(names(registry.create_all("nosuch,host")) == (std::vector<std::string>{"host:0"}));
+}
+
+BOOST_FIXTURE_TEST_CASE(nothing_usable_or_a_bad_selector_is_an_error, Registry) {
+  const auto none = error_of([&] { registry.create_all("nosuch"); }, Status::not_found);
+  BOOST_TEST(none.operation() == "create_all");
+  BOOST_TEST(contains(none.message(), "selector 'nosuch' names no usable device"), none.what());
+  const auto required = error_of([&] { registry.create_all("nosuch!,host"); });
+  BOOST_TEST(contains(required.what(), "nosuch"), required.what());
+  const auto bad = error_of([&] { registry.create_all("host:x"); }, Status::invalid_argument);
+  BOOST_TEST(contains(bad.what(), "host:x"), bad.what());
+  const auto no_device = error_of([&] { registry.create_all("host:7!"); }, Status::not_found);
+  BOOST_TEST(contains(no_device.what(), "no such device"), no_device.what());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(copy_peer)
+
+/// The pairs the cases copy between: two host backends, and with the fake HIP runtime, host and
+/// hip:0 both ways and hip:0 to hip:1.
+struct Pairs : Registry {
+  std::vector<std::shared_ptr<GpuBackend>> keep;
+  std::vector<std::pair<GpuBackend*, GpuBackend*>> pairs;  // (dst, src)
+  Pairs() {
+    auto a = registry.create("host!");
+    auto b = registry.create("host!");
+    keep = {a, b};
+    pairs = {{a.get(), b.get()}, {b.get(), a.get()}};
+    if (on_fake_hip()) {
+      auto hips = registry.create_all("hip");
+      keep.insert(keep.end(), hips.begin(), hips.end());
+      pairs.push_back({hips[0].get(), a.get()});
+      pairs.push_back({a.get(), hips[0].get()});
+      pairs.push_back({hips[1].get(), hips[0].get()});
+    }
+  }
+  ~Pairs() {
+    for (const auto& b : keep) BOOST_TEST(b->live_alloc_count() == 0u, b->name());
+  }
+};
+
+BOOST_FIXTURE_TEST_CASE(sizes_zero_one_a_chunk_and_many_with_misaligned_ends, Pairs) {
+  const std::size_t chunk = 4096;
+  for (auto [dst, src] : pairs) {
+    BOOST_TEST_CONTEXT(src->name() << " -> " << dst->name()) {
+      check_copy(*dst, *src, 0, 0, 0, chunk);
+      check_copy(*dst, *src, 1, 0, 0, chunk);
+      check_copy(*dst, *src, chunk, 0, 0, chunk);
+      check_copy(*dst, *src, 3 * chunk + 17, 3, 5, chunk);  // several chunks, misaligned ends
+      check_copy(*dst, *src, 2 * chunk - 1, 1, 0, chunk);
+    }
+  }
+}
+
+BOOST_FIXTURE_TEST_CASE(the_same_backend_copies_device_to_device, Pairs) {
+  GpuBackend& gpu = *keep[0];
+  check_copy(gpu, gpu, 10000, 4, 12, 4096);
+}
+
+BOOST_FIXTURE_TEST_CASE(overlapping_calls_from_many_threads, Pairs) {
+  for (auto [dst, src] : pairs) {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        check_copy(*dst, *src, 20000 + static_cast<std::size_t>(t) * 1000, 0,
+                   static_cast<std::size_t>(t), 4096);
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+}
+
+BOOST_FIXTURE_TEST_CASE(errors_name_both_backends_and_where_the_copy_stopped, Pairs) {
+  GpuBackend& dst = *pairs[0].first;
+  GpuBackend& src = *pairs[0].second;
+  const DevicePtr s = src.alloc(10000, "src");
+  const DevicePtr d = dst.alloc(6000, "dst");
+  // The destination ends at 6000 bytes: the second 4096-byte chunk runs past it.
+  const auto e = error_of([&] { gpuplug::copy_peer(dst, d, src, s, 10000, {4096}); },
+                          Status::invalid_argument);
+  BOOST_TEST(e.operation() == "copy_peer");
+  BOOST_TEST(contains(e.message(), std::string(src.name()) + " "), e.what());
+  BOOST_TEST(contains(e.message(), "10000 bytes"), e.what());
+  BOOST_TEST(contains(e.message(), ": at byte 4096: "), e.what());
+  const auto zero = error_of([&] { gpuplug::copy_peer(dst, d, src, s, 16, {0}); },
+                             Status::invalid_argument);
+  BOOST_TEST(contains(zero.message(), "chunk_bytes is 0"), zero.what());
+  const auto unknown = error_of(
+      [&] { gpuplug::copy_peer(dst, d, src, DevicePtr{0x10}, 16, {}); }, Status::invalid_argument);
+  BOOST_TEST(contains(unknown.message(), ": at byte 0: copy_d2h: "), unknown.what());
+  // Both backends still work.
+  src.free(s);
+  dst.free(d);
+  check_copy(dst, src, 5000, 0, 0, 4096);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
