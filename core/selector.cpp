@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <gpuplug/support/edit_distance.hpp>
 #include <gpuplug/support/escape.hpp>
 #include <gpuplug/support/plugin_name.hpp>
 #include <gpuplug/support/text.hpp>

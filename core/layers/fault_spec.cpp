@@ -4,6 +4,7 @@
 
 #include <array>
 #include <charconv>
+#include <gpuplug/support/edit_distance.hpp>
 #include <gpuplug/support/text.hpp>
 #include <gpuplug/types.hpp>
 #include <stdexcept>

@@ -103,8 +103,9 @@ std::vector<std::string> release(GpuBackend& gpu, Made& made) {
   return problems;
 }
 
-/// The workload: a module, a kernel, two buffers, a stream and an event; every copy direction,
-/// a memset, a launch of axpy, and each kind of synchronization. Checks its result (y = a*x + y,
+/// The workload: a module, a kernel and a symbol, the device queries, two device buffers and a
+/// managed one, a stream and an event; every copy direction, and two steps of memset, upload and
+/// axpy launch; each kind of synchronization. Checks its result (y = a*x + y,
 /// exact for these small whole numbers). Records what it makes in `made` as it goes.
 void workload(GpuBackend& gpu, const std::vector<std::byte>& image, Made& made) {
   constexpr std::size_t bytes = n * sizeof(float);
@@ -119,11 +120,20 @@ void workload(GpuBackend& gpu, const std::vector<std::byte>& image, Made& made) 
   }
   gpu.load_module(module_name, image);
   made.module = true;
+  BOOST_TEST(gpu.has_module(module_name));
   const gpuplug::KernelHandle axpy = gpu.kernel(module_name, "axpy");
+  gpu.device_symbol(module_name, "axpy_args");  // whether the module publishes it or not
+  gpu.device_info();
+  gpu.memory_info();
   const DevicePtr dx = gpu.alloc(bytes, "sweep x");
   made.buffers.push_back(dx);
   const DevicePtr dy = gpu.alloc(bytes, "sweep y");
   made.buffers.push_back(dy);
+  try {
+    made.buffers.push_back(gpu.alloc_managed(bytes, "sweep managed"));
+  } catch (const Error& e) {
+    if (e.status() != Status::unsupported) throw;  // a device without managed memory
+  }
   made.stream = gpu.create_stream();
   const Stream s = *made.stream;
   bool events = true;
@@ -134,9 +144,11 @@ void workload(GpuBackend& gpu, const std::vector<std::byte>& image, Made& made) 
     events = false;  // a plugin without events (ABI 1.0): the rest of the workload still runs
   }
   gpu.copy_h2d(dx, x.data(), bytes);
-  gpu.memset(dy, 0xFF, bytes, s);
-  gpu.copy_h2d_async(dy, y.data(), bytes, s);  // ordered after the memset on s
-  gpu.launch_args(axpy, {(n + 255) / 256, 1, 1}, {256, 1, 1}, 0, s, n, a, dx.value, dy.value);
+  for (int step = 0; step < 2; ++step) {  // an application's loop: each step computes y anew
+    gpu.memset(dy, 0xFF, bytes, s);
+    gpu.copy_h2d_async(dy, y.data(), bytes, s);  // ordered after the memset on s
+    gpu.launch_args(axpy, {(n + 255) / 256, 1, 1}, {256, 1, 1}, 0, s, n, a, dx.value, dy.value);
+  }
   if (events) {
     gpu.record(*made.event, s);
     gpu.wait(Stream{}, *made.event);
@@ -166,7 +178,12 @@ struct Swept {
 constexpr Swept swept[] = {
     {"load_module", Status::invalid_image, true},
     {"get_function", Status::not_found, false},
+    {"has_module", Status::device_error, false},
+    {"get_global", Status::device_error, false},  // not not_found: that is "no such symbol"
+    {"device_info", Status::device_error, false},
+    {"memory_info", Status::device_error, false},
     {"alloc", Status::out_of_memory, true},
+    {"alloc_managed", Status::out_of_memory, true},
     {"stream_create", Status::device_error, true},
     {"event_create", Status::device_error, true},
     {"copy_h2d", Status::device_error, false},

@@ -3,7 +3,6 @@
 // errno text), written once.
 #pragma once
 
-#include <algorithm>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -68,23 +67,6 @@ inline std::vector<std::string_view> split(std::string_view s, char separator) {
     if (end == std::string_view::npos) return parts;
     start = end + 1;
   }
-}
-
-/// Levenshtein distance (insertions, deletions, substitutions), for "did you mean" suggestions;
-/// meant for short names.
-inline std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
 }
 
 /// strerror for messages, thread-safe (GNU strerror_r returns the text it chose).
