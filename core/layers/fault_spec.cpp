@@ -31,17 +31,23 @@ bool releases(std::string_view slot) {
 
 /// GpuBackend's names for the slots it names differently (Error::operation() shows these).
 constexpr std::pair<std::string_view, std::string_view> aliases[] = {
-    {"memset", "memset_d8"},          {"kernel", "get_function"},
-    {"device_symbol", "get_global"},  {"create_stream", "stream_create"},
-    {"destroy_stream", "stream_destroy"}, {"create_event", "event_create"},
-    {"destroy_event", "event_destroy"},   {"record", "event_record"},
-    {"wait", "stream_wait_event"},    {"query", "event_query"},
+    {"memset", "memset_d8"},
+    {"kernel", "get_function"},
+    {"device_symbol", "get_global"},
+    {"create_stream", "stream_create"},
+    {"destroy_stream", "stream_destroy"},
+    {"create_event", "event_create"},
+    {"destroy_event", "event_destroy"},
+    {"record", "event_record"},
+    {"wait", "stream_wait_event"},
+    {"query", "event_query"},
     {"elapsed_ms", "event_elapsed_ms"},
 };
 
-constexpr Status statuses[] = {Status::invalid_argument, Status::out_of_memory, Status::not_found,
-                               Status::unsupported,      Status::unavailable,   Status::invalid_image,
-                               Status::launch_failed,    Status::device_error,  Status::internal};
+constexpr Status statuses[] = {
+    Status::invalid_argument, Status::out_of_memory, Status::not_found,
+    Status::unsupported,      Status::unavailable,   Status::invalid_image,
+    Status::launch_failed,    Status::device_error,  Status::internal};
 
 /// Throws the spec's error: "faults='<spec>': <why>".
 [[noreturn]] void bad(std::string_view spec, const std::string& why) {
@@ -105,9 +111,9 @@ FaultTrigger parse_when(std::string_view spec, std::string_view when) {
     if (const auto comma = p.find(','); comma != std::string_view::npos) {
       const std::string_view seed = support::trim(p.substr(comma + 1));
       p = support::trim(p.substr(0, comma));
-      const std::string_view digits = seed.starts_with("seed:") ? seed.substr(5) : std::string_view();
-      const auto [end, ec] =
-          std::from_chars(digits.data(), digits.data() + digits.size(), t.seed);
+      const std::string_view digits =
+          seed.starts_with("seed:") ? seed.substr(5) : std::string_view();
+      const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), t.seed);
       if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size()) {
         bad(spec, "'" + std::string(seed) + "' is not a seed (seed:S, S a whole number)");
       }
@@ -129,8 +135,8 @@ gpuplug_status_t parse_status(std::string_view spec, std::string_view text) {
     if (to_string(s) == text) return static_cast<gpuplug_status_t>(s);
     names.push_back(to_string(s));
   }
-  bad(spec, "'" + std::string(text) + "' is not a status" + suggestion(text, names) +
-                " (one of " + support::join(names) + ")");
+  bad(spec, "'" + std::string(text) + "' is not a status" + suggestion(text, names) + " (one of " +
+                support::join(names) + ")");
 }
 
 FaultRule parse_rule(std::string_view spec, std::string_view rule) {

@@ -30,7 +30,7 @@ inline constexpr std::size_t fault_slot_count = [] {
 template <auto Slot>
 constexpr std::size_t fault_slot_index() noexcept {
   std::size_t i = 0, found = fault_slot_count;
-#define GPUPLUG_SLOT_INDEX(slot)                                   \
+#define GPUPLUG_SLOT_INDEX(slot)                            \
   if (same_slot<Slot, &gpuplug_plugin_v1::slot>) found = i; \
   ++i;
   GPUPLUG_LAYERED_SLOTS(GPUPLUG_SLOT_INDEX)
@@ -42,9 +42,9 @@ constexpr std::size_t fault_slot_index() noexcept {
 struct FaultTrigger {
   enum class Kind { nth, every, probability };
   Kind kind = Kind::nth;
-  std::uint64_t n = 0;       // nth: the call number; every: the period (calls n, 2n, 3n, ...)
-  double probability = 0;    // probability: the chance of each call, in [0, 1]
-  std::uint64_t seed = 0;    // probability: the seed of the draws
+  std::uint64_t n = 0;     // nth: the call number; every: the period (calls n, 2n, 3n, ...)
+  double probability = 0;  // probability: the chance of each call, in [0, 1]
+  std::uint64_t seed = 0;  // probability: the seed of the draws
   /// Whether call `call` of slot `slot` fails. Deterministic: a probability draw depends on
   /// (seed, slot, call) only, so a run fails the same calls whatever the threads' timing.
   bool fires(std::size_t slot, std::uint64_t call) const noexcept;
@@ -52,7 +52,7 @@ struct FaultTrigger {
 
 /// One `op@when=status[:mode]` of the spec.
 struct FaultRule {
-  std::string text;  // the rule as written, trimmed: for messages
+  std::string text;                     // the rule as written, trimmed: for messages
   std::size_t slot = fault_slot_count;  // fault_slot_index of the operation
   FaultTrigger trigger;
   gpuplug_status_t status = GPUPLUG_STATUS_INTERNAL;

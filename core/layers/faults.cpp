@@ -20,9 +20,9 @@ namespace gpuplug::detail {
 
 namespace {
 
-using layers::FaultRule;
 using layers::fault_slot_count;
 using layers::fault_slot_index;
+using layers::FaultRule;
 using P = gpuplug_plugin_v1;
 
 class FaultsLayer : public layers::LayerBase {
@@ -47,8 +47,9 @@ class FaultsLayer : public layers::LayerBase {
     // Rules are fixed from here on: the slots read them without a lock.
     for (const FaultRule& r : rules_) rules_by_slot_[r.slot].push_back(&r);
     if (rules_.empty()) {
-      log(GPUPLUG_LOG_WARNING, "layer 'faults' is enabled without a spec (option faults= or "
-                               "GPUPLUG_FAULTS): it injects nothing");
+      log(GPUPLUG_LOG_WARNING,
+          "layer 'faults' is enabled without a spec (option faults= or "
+          "GPUPLUG_FAULTS): it injects nothing");
     }
   }
   FaultsLayer(const FaultsLayer&) = delete;
@@ -90,12 +91,11 @@ class FaultsLayer : public layers::LayerBase {
       const gpuplug_status_t status = call_next<Slot>(args...);
       if (status != GPUPLUG_STATUS_SUCCESS) return status;  // the plugin's own failure stands
       const gpuplug_status_t undone = undo<Slot>(args...);
-      return fail(rule->status,
-                  what + (undone == GPUPLUG_STATUS_SUCCESS
-                              ? ", after the call, which was undone"
-                              : ", after the call; undoing it failed with status " +
-                                    std::to_string(undone)) +
-                      spec);
+      const std::string how =
+          undone == GPUPLUG_STATUS_SUCCESS
+              ? ", after the call, which was undone"
+              : ", after the call; undoing it failed with status " + std::to_string(undone);
+      return fail(rule->status, what + how + spec);
     }
   }
 
@@ -111,7 +111,8 @@ class FaultsLayer : public layers::LayerBase {
       return call_next<&P::stream_destroy>(*std::get<0>(a));
     } else if constexpr (same_slot<Slot, &P::event_create>) {
       return call_next<&P::event_destroy>(*std::get<0>(a));
-    } else if constexpr (same_slot<Slot, &P::load_module> || same_slot<Slot, &P::load_module_file>) {
+    } else if constexpr (same_slot<Slot, &P::load_module> ||
+                         same_slot<Slot, &P::load_module_file>) {
       return call_next<&P::unload_module>(std::get<0>(a));  // checked present at create
     } else {
       return GPUPLUG_STATUS_SUCCESS;

@@ -113,7 +113,7 @@ void workload(GpuBackend& gpu, const std::vector<std::byte>& image, Made& made) 
   made.y.assign(n, 0.0f);
   made.out.assign(n, -1.0f);
   made.back.assign(n, -1.0f);
-  std::vector<float> &x = made.x, &y = made.y, &out = made.out, &back = made.back;
+  std::vector<float>&x = made.x, &y = made.y, &out = made.out, &back = made.back;
   for (std::uint32_t i = 0; i < n; ++i) {
     x[i] = static_cast<float>(i % 17);
     y[i] = static_cast<float>(i % 5);
@@ -173,7 +173,7 @@ void workload(GpuBackend& gpu, const std::vector<std::byte>& image, Made& made) 
 struct Swept {
   const char* op;  // the abi.h slot name the spec uses
   Status status;
-  bool after;      // also swept in mode `after`: the operation makes something to undo
+  bool after;  // also swept in mode `after`: the operation makes something to undo
 };
 constexpr Swept swept[] = {
     {"load_module", Status::invalid_image, true},

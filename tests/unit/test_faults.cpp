@@ -138,7 +138,7 @@ BOOST_AUTO_TEST_CASE(the_nth_call_fails_with_the_status_and_a_message_naming_it)
   BOOST_TEST(e.message() == "injected fault: alloc call 2 (faults='alloc@2=out_of_memory')");
   BOOST_TEST(std::string(e.what()) ==
              "host:0: alloc: injected fault: alloc call 2 (faults='alloc@2=out_of_memory')");
-  const DevicePtr c = gpu->alloc(16);  // call 3 goes through
+  const DevicePtr c = gpu->alloc(16);                  // call 3 goes through
   BOOST_TEST(gpu->ledger_stats().total_allocs == 2u);  // the plugin never saw call 2
   gpu->free(a);
   gpu->free(c);
@@ -164,9 +164,12 @@ BOOST_AUTO_TEST_CASE(every_nth_call_fails) {
 
 BOOST_AUTO_TEST_CASE(a_probability_fails_the_same_calls_for_the_same_seed) {
   Faulty f;
-  const std::vector<bool> first = failing_allocs(*f.host("alloc@p:0.25,seed:42=out_of_memory"), 400);
-  const std::vector<bool> again = failing_allocs(*f.host("alloc@p:0.25,seed:42=out_of_memory"), 400);
-  const std::vector<bool> other = failing_allocs(*f.host("alloc@p:0.25,seed:43=out_of_memory"), 400);
+  const std::vector<bool> first =
+      failing_allocs(*f.host("alloc@p:0.25,seed:42=out_of_memory"), 400);
+  const std::vector<bool> again =
+      failing_allocs(*f.host("alloc@p:0.25,seed:42=out_of_memory"), 400);
+  const std::vector<bool> other =
+      failing_allocs(*f.host("alloc@p:0.25,seed:43=out_of_memory"), 400);
   BOOST_TEST(first == again);
   BOOST_TEST(first != other);
   const auto n = std::count(first.begin(), first.end(), true);
