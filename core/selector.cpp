@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <gpuplug/support/edit_distance.hpp>
 #include <gpuplug/support/escape.hpp>
 #include <gpuplug/support/plugin_name.hpp>
 #include <gpuplug/support/text.hpp>
@@ -217,22 +218,6 @@ constexpr std::string_view channel = "registry";
 
 bool is_host(std::string_view name) { return name == "host"; }
 
-/// Levenshtein distance (insertions, deletions, substitutions); names are short.
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
 /// auto's order of device classes: 0 is tried first. `unknown` (a plugin older than ABI 1.1)
 /// ranks as an accelerator, below any plugin that declares a GPU; the plugin named "host" is the
 /// CPU whatever it declares, as auto has always tried it after the GPU plugins.
@@ -414,7 +399,7 @@ class Selector {
     std::string best;
     std::size_t best_distance = 3;
     for (const PluginEntry& e : entries_) {
-      const std::size_t d = edit_distance(name, e.info.name);
+      const std::size_t d = support::edit_distance(name, e.info.name);
       if (d < best_distance) {
         best_distance = d;
         best = e.info.name;

@@ -4,6 +4,7 @@
 
 #include <array>
 
+#include "faults.hpp"
 #include "trace.hpp"
 
 namespace gpuplug::detail {
@@ -11,6 +12,7 @@ namespace gpuplug::detail {
 std::span<const gpuplug_layer_v1* const> builtin_layers() noexcept {
   static const std::array all{
       &layers::trace_layer(),
+      &faults_layer(),
   };
   return all;
 }

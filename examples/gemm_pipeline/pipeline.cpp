@@ -114,6 +114,12 @@ int Pipeline::run(const std::string& selector_note) {
     if (interactive_) std::printf("\n");
     try {
       teardown.release_all(gpu_);
+      // What the failure left behind once Teardown ran: nothing, unless a release failed too.
+      const gpuplug::LedgerStats left = gpu_.ledger_stats();
+      std::fprintf(stderr,
+                   "gemm_pipeline: teardown after the failure: ledger at exit: %" PRIu64
+                   " bytes in %" PRIu64 " allocations\n",
+                   left.live_bytes, left.live_count);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "gemm_pipeline: teardown after the failure also failed: %s\n", e.what());
     }

@@ -2,8 +2,9 @@
 # Test driver: runs a command and checks its exit status and output (CTest's
 # PASS_REGULAR_EXPRESSION alone would ignore the exit status).
 #   cmake -DEXPECT_EXIT=<n> [-DEXPECT_OUTPUT1=<regex> ... -DEXPECT_OUTPUT4=<regex>]
-#         -P run_check.cmake -- <command> [<arg>...]
-# Each regex must match somewhere in stdout + stderr.
+#         [-DREJECT_OUTPUT=<regex>] -P run_check.cmake -- <command> [<arg>...]
+# Each EXPECT regex must match somewhere in stdout + stderr; REJECT must match nowhere (e.g. a
+# line that may appear only once, written twice).
 set(cmd "")
 set(seen_separator FALSE)
 math(EXPR last "${CMAKE_ARGC} - 1")
@@ -30,6 +31,9 @@ foreach(var IN ITEMS EXPECT_OUTPUT1 EXPECT_OUTPUT2 EXPECT_OUTPUT3 EXPECT_OUTPUT4
     string(APPEND failures "output does not match '${${var}}'\n")
   endif()
 endforeach()
+if(DEFINED REJECT_OUTPUT AND "${out}${err}" MATCHES "${REJECT_OUTPUT}")
+  string(APPEND failures "output matches '${REJECT_OUTPUT}', which it must not\n")
+endif()
 if(failures)
   message(FATAL_ERROR "${failures}")
 endif()
