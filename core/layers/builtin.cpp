@@ -4,10 +4,12 @@
 
 #include <array>
 
+#include "validate.hpp"
+
 namespace gpuplug::detail {
 
 std::span<const gpuplug_layer_v1* const> builtin_layers() noexcept {
-  static constexpr std::array<const gpuplug_layer_v1*, 0> layers{};
+  static const std::array<const gpuplug_layer_v1*, 1> layers{&validate_layer()};
   return layers;
 }
 
