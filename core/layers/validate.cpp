@@ -54,6 +54,33 @@ class RecentHandles {
   std::deque<std::uint64_t> order_;  // oldest first; the same handles as set_
 };
 
+/// The streams or the events of one backend: the live ones, and the recently destroyed ones to
+/// name in a message. Not thread-safe: the layer holds its handles mutex.
+class HandleSet {
+ public:
+  explicit HandleSet(const char* kind) : kind_(kind) {}
+  void created(std::uint64_t h) {
+    live_.insert(h);
+    destroyed_.erase(h);
+  }
+  void destroyed(std::uint64_t h) {
+    if (live_.erase(h) != 0) destroyed_.insert(h);
+  }
+  /// Why `h` is no live handle of this backend; empty when it is.
+  std::string check(std::uint64_t h) const {
+    if (live_.contains(h)) return {};
+    const std::string name = std::string(kind_) + " " + std::to_string(h);
+    if (destroyed_.contains(h)) return name + " was destroyed";
+    return name + " was not created on this backend (another backend's, or never created)";
+  }
+  const std::unordered_set<std::uint64_t>& live() const noexcept { return live_; }
+
+ private:
+  const char* kind_;  // "stream", "event"
+  std::unordered_set<std::uint64_t> live_;
+  RecentHandles destroyed_;
+};
+
 /// A kernel handle get_function returned on this backend.
 struct Function {
   std::string module;
@@ -81,31 +108,21 @@ class ValidateLayer final : public LayerBase {
       : LayerBase(next, services, std::move(backend)) {}
 
   ~ValidateLayer() {
-    // The backend is going away: leftovers are a warning, never a failure.
-    std::lock_guard lock(handles_mutex_);
-    if (streams_.empty() && events_.empty()) return;
-    std::string what;
-    if (!streams_.empty())
-      what += std::to_string(streams_.size()) + (streams_.size() == 1 ? " stream" : " streams") +
-              " (" + list_handles(streams_) + ")";
-    if (!events_.empty())
-      what += std::string(what.empty() ? "" : " and ") + std::to_string(events_.size()) +
-              (events_.size() == 1 ? " event" : " events") + " (" + list_handles(events_) + ")";
-    log(GPUPLUG_LOG_WARNING, "validate: destroyed with " + what +
-                                 " still live: destroy them before the backend");
+    // The backend is going away: leftovers are a warning, never a failure (nor an exception
+    // out of destroy: without memory for the text there is no warning).
+    try {
+      warn_live_handles();
+    } catch (...) {
+    }
   }
 
   // ---- memory
 
   gpuplug_status_t alloc(std::uint64_t bytes, const char* site, std::uint64_t* out) {
-    const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::alloc>(bytes, site, out);
-    if (st == GPUPLUG_STATUS_SUCCESS) memory_.allocated(*out, bytes, site, false);
-    return st;
+    return record_alloc<&gpuplug_plugin_v1::alloc>(bytes, site, out, false);
   }
   gpuplug_status_t alloc_managed(std::uint64_t bytes, const char* site, std::uint64_t* out) {
-    const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::alloc_managed>(bytes, site, out);
-    if (st == GPUPLUG_STATUS_SUCCESS) memory_.allocated(*out, bytes, site, true);
-    return st;
+    return record_alloc<&gpuplug_plugin_v1::alloc_managed>(bytes, site, out, true);
   }
   gpuplug_status_t free(std::uint64_t ptr) {
     if (ptr == 0) return call_next<&gpuplug_plugin_v1::free>(ptr);  // a no-op, as abi.h says
@@ -165,13 +182,7 @@ class ValidateLayer final : public LayerBase {
   // ---- streams
 
   gpuplug_status_t stream_create(std::uint64_t* out) {
-    const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::stream_create>(out);
-    if (st == GPUPLUG_STATUS_SUCCESS) {
-      std::lock_guard lock(handles_mutex_);
-      streams_.insert(*out);
-      destroyed_streams_.erase(*out);
-    }
-    return st;
+    return create_handle<&gpuplug_plugin_v1::stream_create>(streams_, out);
   }
   gpuplug_status_t stream_destroy(std::uint64_t stream) {
     if (auto why = check_stream(stream); !why.empty()) return refuse(why);
@@ -179,7 +190,7 @@ class ValidateLayer final : public LayerBase {
     // destroys it anyway (abi.h), and one that fails otherwise leaves nothing usable.
     const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::stream_destroy>(stream);
     std::lock_guard lock(handles_mutex_);
-    if (streams_.erase(stream) != 0) destroyed_streams_.insert(stream);
+    streams_.destroyed(stream);
     return st;
   }
   gpuplug_status_t stream_synchronize(std::uint64_t stream) {
@@ -190,20 +201,14 @@ class ValidateLayer final : public LayerBase {
   // ---- events
 
   gpuplug_status_t event_create(std::uint64_t* out) {
-    const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::event_create>(out);
-    if (st == GPUPLUG_STATUS_SUCCESS) {
-      std::lock_guard lock(handles_mutex_);
-      events_.insert(*out);
-      destroyed_events_.erase(*out);
-    }
-    return st;
+    return create_handle<&gpuplug_plugin_v1::event_create>(events_, out);
   }
   gpuplug_status_t event_destroy(std::uint64_t event) {
     if (auto why = check_event(event, "the event"); !why.empty()) return refuse(why);
     const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::event_destroy>(event);
     if (st == GPUPLUG_STATUS_SUCCESS) {
       std::lock_guard lock(handles_mutex_);
-      if (events_.erase(event) != 0) destroyed_events_.insert(event);
+      events_.destroyed(event);
     }
     return st;
   }
@@ -287,6 +292,47 @@ class ValidateLayer final : public LayerBase {
   }
 
  private:
+  /// alloc / alloc_managed, recorded. When the record cannot grow (bad_alloc) the allocation is
+  /// given back, so that the failure the caller sees leaks nothing.
+  template <auto Slot>
+  gpuplug_status_t record_alloc(std::uint64_t bytes, const char* site, std::uint64_t* out,
+                                bool managed) {
+    const gpuplug_status_t st = call_next<Slot>(bytes, site, out);
+    if (st != GPUPLUG_STATUS_SUCCESS) return st;
+    try {
+      memory_.allocated(*out, bytes, site, managed);
+    } catch (...) {
+      call_next<&gpuplug_plugin_v1::free>(*out);
+      throw;
+    }
+    return st;
+  }
+  /// destroy: the streams and events never destroyed, named in one warning.
+  void warn_live_handles() {
+    std::lock_guard lock(handles_mutex_);
+    const auto& streams = streams_.live();
+    const auto& events = events_.live();
+    if (streams.empty() && events.empty()) return;
+    std::string what;
+    if (!streams.empty())
+      what += std::to_string(streams.size()) + (streams.size() == 1 ? " stream" : " streams") +
+              " (" + list_handles(streams) + ")";
+    if (!events.empty())
+      what += std::string(what.empty() ? "" : " and ") + std::to_string(events.size()) +
+              (events.size() == 1 ? " event" : " events") + " (" + list_handles(events) + ")";
+    log(GPUPLUG_LOG_WARNING, "validate: destroyed with " + what +
+                                 " still live: destroy them before the backend");
+  }
+  /// stream_create / event_create: the new handle is live here.
+  template <auto Slot>
+  gpuplug_status_t create_handle(HandleSet& set, std::uint64_t* out) {
+    const gpuplug_status_t st = call_next<Slot>(out);
+    if (st == GPUPLUG_STATUS_SUCCESS) {
+      std::lock_guard lock(handles_mutex_);
+      set.created(*out);
+    }
+    return st;
+  }
   std::string check_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) const {
     std::string why = memory_.check_range(dst, bytes, "destination ");
     if (why.empty()) why = memory_.check_range(src, bytes, "source ");
@@ -295,18 +341,12 @@ class ValidateLayer final : public LayerBase {
   std::string check_stream(std::uint64_t stream) const {
     if (stream == 0) return {};  // the default stream is always there
     std::lock_guard lock(handles_mutex_);
-    if (streams_.contains(stream)) return {};
-    if (destroyed_streams_.contains(stream)) return "stream " + std::to_string(stream) + " was destroyed";
-    return "stream " + std::to_string(stream) +
-           " was not created on this backend (another backend's, or never created)";
+    return streams_.check(stream);
   }
   std::string check_event(std::uint64_t event, const char* role) const {
     if (event == 0) return std::string(role) + " is the null event (0)";
     std::lock_guard lock(handles_mutex_);
-    if (events_.contains(event)) return {};
-    if (destroyed_events_.contains(event)) return "event " + std::to_string(event) + " was destroyed";
-    return "event " + std::to_string(event) +
-           " was not created on this backend (another backend's, or never created)";
+    return events_.check(event);
   }
   std::string check_function(std::uint64_t function) const {
     std::lock_guard lock(handles_mutex_);
@@ -331,10 +371,8 @@ class ValidateLayer final : public LayerBase {
   MemoryRecord memory_;
   // Streams, events and kernel handles of this backend: few, so one mutex.
   mutable std::mutex handles_mutex_;
-  std::unordered_set<std::uint64_t> streams_;  // live
-  std::unordered_set<std::uint64_t> events_;   // live
-  RecentHandles destroyed_streams_;
-  RecentHandles destroyed_events_;
+  HandleSet streams_{"stream"};
+  HandleSet events_{"event"};
   std::unordered_map<std::uint64_t, Function> functions_;  // by handle
   std::deque<std::uint64_t> unloaded_order_;  // handles marked unloaded, oldest first
 };

@@ -5,6 +5,7 @@
 
 #include <gpuplug/support/text.hpp>
 #include <mutex>
+#include <new>
 #include <utility>
 
 namespace gpuplug::detail::layers {
@@ -80,8 +81,16 @@ std::string MemoryRecord::check_range(std::uint64_t ptr, std::uint64_t bytes,
                                       std::string_view role) const {
   if (ptr == 0) return std::string(role) + "null device pointer";
   std::shared_lock lock(mutex_);
-  // Live allocations first: an address given out again after a free is live, not freed.
-  if (const auto* a = live_at(ptr, true)) {
+  // Live allocations first: an address given out again after a free is live, not freed. What
+  // holds the address comes before what merely ends there (an allocation may end where a
+  // global starts).
+  const auto* a = live_at(ptr, false);
+  const auto* g = a != nullptr ? nullptr : global_at(ptr, false);
+  if (a == nullptr && g == nullptr) {
+    a = live_at(ptr, true);
+    if (a == nullptr) g = global_at(ptr, true);
+  }
+  if (a != nullptr) {
     const std::uint64_t offset = ptr - a->first;
     if (bytes <= a->second.bytes - offset) return {};
     const Allocation& found = a->second;
@@ -89,7 +98,7 @@ std::string MemoryRecord::check_range(std::uint64_t ptr, std::uint64_t bytes,
                     found.managed ? "its managed allocation" : "its allocation") +
            " allocated by " + found.site;
   }
-  if (const auto* g = global_at(ptr, true)) {
+  if (g != nullptr) {
     const std::uint64_t offset = ptr - g->first;
     if (bytes <= g->second.bytes - offset) return {};
     return past_end(role, ptr, bytes, g->first, g->second.bytes,
@@ -133,7 +142,7 @@ std::optional<MemoryRecord::Taken> MemoryRecord::take(std::uint64_t ptr, std::st
   return std::nullopt;
 }
 
-void MemoryRecord::freed(Taken taken) {
+void MemoryRecord::freed(Taken taken) noexcept {
   std::unique_lock lock(mutex_);
   remember_freed(taken.ptr, std::move(taken.allocation));
 }
@@ -143,14 +152,19 @@ void MemoryRecord::restore(Taken taken) {
   live_.insert_or_assign(taken.ptr, std::move(taken.allocation));
 }
 
-void MemoryRecord::swept() {
+void MemoryRecord::swept() noexcept {
   std::unique_lock lock(mutex_);
   for (auto& [ptr, allocation] : live_) remember_freed(ptr, std::move(allocation));
   live_.clear();
 }
 
-void MemoryRecord::remember_freed(std::uint64_t ptr, Allocation allocation) {
-  freed_.push_back(Freed{ptr, std::move(allocation)});
+void MemoryRecord::remember_freed(std::uint64_t ptr, Allocation allocation) noexcept {
+  // Only messages read the freed list: without memory for one more entry it is simply not
+  // remembered (the free itself has happened and must not be reported as failed).
+  try {
+    freed_.push_back(Freed{ptr, std::move(allocation)});
+  } catch (const std::bad_alloc&) {
+  }
   while (freed_.size() > freed_capacity_) freed_.pop_front();
 }
 

@@ -60,12 +60,13 @@ class MemoryRecord {
   /// nullopt with `why` set when `ptr` is no live allocation's start (double free, an interior
   /// pointer, a global, an unknown pointer).
   std::optional<Taken> take(std::uint64_t ptr, std::string& why);
-  /// The plugin freed what take() returned: remember it among the recently freed.
-  void freed(Taken taken);
+  /// The plugin freed what take() returned: remember it among the recently freed. Never throws
+  /// (the free has happened; without memory the entry is not remembered).
+  void freed(Taken taken) noexcept;
   /// The plugin refused to free it: it is live again.
   void restore(Taken taken);
   /// After sweep_unreleased: every live allocation was freed.
-  void swept();
+  void swept() noexcept;
 
  private:
   struct Global {
@@ -84,7 +85,7 @@ class MemoryRecord {
   const std::pair<const std::uint64_t, Global>* global_at(std::uint64_t ptr, bool or_end) const;
   /// Why `ptr` is not live memory: freed, or unknown (shared lock held).
   std::string not_live(std::uint64_t ptr, std::string_view role) const;
-  void remember_freed(std::uint64_t ptr, Allocation allocation);  // unique lock held
+  void remember_freed(std::uint64_t ptr, Allocation allocation) noexcept;  // unique lock held
 
   mutable std::shared_mutex mutex_;
   std::map<std::uint64_t, Allocation> live_;  // by start address

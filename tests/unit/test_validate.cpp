@@ -110,16 +110,11 @@ gpuplug_status_t gate_create(const gpuplug_layer_next_t* next, const char*, std:
   *out = reinterpret_cast<gpuplug_instance_t>(new GateInstance{*next});
   return GPUPLUG_STATUS_SUCCESS;
 }
-gpuplug_plugin_v1 gate_table() {
-  gpuplug_plugin_v1 t{};
-  t.struct_size = sizeof t;
-  t.abi_version = GPUPLUG_ABI_VERSION;
-  t.destroy = &gate_destroy;
-  t.alloc = &gate_alloc;
-  t.free = &gate_free;
-  return t;
-}
-const gpuplug_plugin_v1 gate_slots = gate_table();
+const gpuplug_plugin_v1 gate_slots{.struct_size = sizeof(gpuplug_plugin_v1),
+                                   .abi_version = GPUPLUG_ABI_VERSION,
+                                   .destroy = &gate_destroy,
+                                   .alloc = &gate_alloc,
+                                   .free = &gate_free};
 const gpuplug_layer_v1 gate_layer{sizeof(gpuplug_layer_v1), GPUPLUG_LAYER_VERSION, "gate",
                                   "holds an alloc or free", nullptr, &gate_create, &gate_slots};
 
