@@ -415,7 +415,8 @@ void OpCache::release(GpuBackend& gpu) {
   // Exclusive use (documented contract): no reader can be inside a table, so entries, records
   // and retired arrays may be freed now.
   const GpuBackend* bound = backend_.load(std::memory_order_relaxed);
-  if (bound != nullptr && untagged(bound) != &gpu) bind(gpu);  // throws: scratch is freed by its backend
+  // Another backend: bind throws (scratch is freed by the backend that made it).
+  if (bound != nullptr && untagged(bound) != &gpu) bind(gpu);
   Impl& s = *impl_;
   // A checked cache makes sure of it: no call inside now, and none may start until the end.
   struct Releasing {

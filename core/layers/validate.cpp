@@ -320,8 +320,8 @@ class ValidateLayer final : public LayerBase {
     if (!events.empty())
       what += std::string(what.empty() ? "" : " and ") + std::to_string(events.size()) +
               (events.size() == 1 ? " event" : " events") + " (" + list_handles(events) + ")";
-    log(GPUPLUG_LOG_WARNING, "validate: destroyed with " + what +
-                                 " still live: destroy them before the backend");
+    log(GPUPLUG_LOG_WARNING,
+        "validate: destroyed with " + what + " still live: destroy them before the backend");
   }
   /// stream_create / event_create: the new handle is live here.
   template <auto Slot>
@@ -374,7 +374,7 @@ class ValidateLayer final : public LayerBase {
   HandleSet streams_{"stream"};
   HandleSet events_{"event"};
   std::unordered_map<std::uint64_t, Function> functions_;  // by handle
-  std::deque<std::uint64_t> unloaded_order_;  // handles marked unloaded, oldest first
+  std::deque<std::uint64_t> unloaded_order_;               // handles marked unloaded, oldest first
 };
 
 /// A slot of the table as a call of ValidateLayer::*Member. No exception crosses the C table: the

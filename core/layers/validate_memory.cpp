@@ -63,7 +63,8 @@ void MemoryRecord::module_unloaded(std::string_view module) {
   std::unique_lock lock(mutex_);
   std::erase_if(globals_, [&](const auto& entry) {
     const Global& g = entry.second;
-    return g.module_len == module.size() && std::string_view(g.name).substr(0, g.module_len) == module;
+    return g.module_len == module.size() &&
+           std::string_view(g.name).substr(0, g.module_len) == module;
   });
 }
 
@@ -101,8 +102,7 @@ std::string MemoryRecord::check_range(std::uint64_t ptr, std::uint64_t bytes,
   if (g != nullptr) {
     const std::uint64_t offset = ptr - g->first;
     if (bytes <= g->second.bytes - offset) return {};
-    return past_end(role, ptr, bytes, g->first, g->second.bytes,
-                    "module global " + g->second.name);
+    return past_end(role, ptr, bytes, g->first, g->second.bytes, "module global " + g->second.name);
   }
   return not_live(ptr, role);
 }

@@ -24,8 +24,8 @@
 #include "scoped_env.hpp"
 #include "test_print.hpp"
 
-using gpuplug::Dim3;
 using gpuplug::DevicePtr;
+using gpuplug::Dim3;
 using gpuplug::Error;
 using gpuplug::Event;
 using gpuplug::KernelHandle;
@@ -115,8 +115,13 @@ const gpuplug_plugin_v1 gate_slots{.struct_size = sizeof(gpuplug_plugin_v1),
                                    .destroy = &gate_destroy,
                                    .alloc = &gate_alloc,
                                    .free = &gate_free};
-const gpuplug_layer_v1 gate_layer{sizeof(gpuplug_layer_v1), GPUPLUG_LAYER_VERSION, "gate",
-                                  "holds an alloc or free", nullptr, &gate_create, &gate_slots};
+const gpuplug_layer_v1 gate_layer{sizeof(gpuplug_layer_v1),
+                                  GPUPLUG_LAYER_VERSION,
+                                  "gate",
+                                  "holds an alloc or free",
+                                  nullptr,
+                                  &gate_create,
+                                  &gate_slots};
 
 /// A host backend with validate over the gate layer.
 std::shared_ptr<gpuplug::GpuBackend> gated_backend(gpuplug::PluginRegistry& registry) {
@@ -190,9 +195,10 @@ BOOST_AUTO_TEST_CASE(copies_inside_an_allocation_pass_and_past_its_end_are_refus
   v.gpu->copy_d2h(out.data(), p + 255, 1);
   BOOST_TEST(out[0] == 7);
   refused([&] { v.gpu->copy_h2d(p + 200, in.data(), 100); }, "copy_h2d",
-          hex(p.value + 200) + " + 100 bytes runs past the end of its allocation: offset 200, "
-                               "length 100, 256 bytes at " + hex(p.value) +
-              " allocated by activations");
+          hex(p.value + 200) +
+              " + 100 bytes runs past the end of its allocation: offset 200, "
+              "length 100, 256 bytes at " +
+              hex(p.value) + " allocated by activations");
   refused([&] { v.gpu->memset(p, 0, 257); }, "memset", "offset 0, length 257, 256 bytes at");
   const DevicePtr small = v.gpu->alloc(128, "small");
   refused([&] { v.gpu->copy_d2d(small, p, 256); }, "copy_d2d",
@@ -226,7 +232,8 @@ BOOST_AUTO_TEST_CASE(unknown_and_foreign_pointers_are_refused) {
   const DevicePtr theirs = other->alloc(64, "other_backend");
   refused([&] { v.gpu->copy_d2h(host.data(), theirs, 16); }, "copy_d2h",
           hex(theirs.value) + " is not memory of this backend");
-  refused([&] { v.gpu->free(theirs); }, "free", hex(theirs.value) + " is not memory of this backend");
+  refused([&] { v.gpu->free(theirs); }, "free",
+          hex(theirs.value) + " is not memory of this backend");
   other->free(theirs);
 }
 
@@ -383,9 +390,11 @@ BOOST_AUTO_TEST_CASE(a_handle_of_another_backend_is_refused) {
   const KernelHandle theirs = other->kernel("axpy", "axpy");
   const DevicePtr x = v.gpu->alloc(1024, "x"), y = v.gpu->alloc(1024, "y");
   AxpyArgs args(256, x, y);
-  refused([&] { v.gpu->launch(theirs, Dim3{1, 1, 1}, Dim3{256, 1, 1}, 0, Stream{}, args.params); },
-          "launch",
-          "function " + hex(theirs.value) + " was not resolved on this backend");
+  refused(
+      [&] {
+        v.gpu->launch(theirs, Dim3{1, 1, 1}, Dim3{256, 1, 1}, 0, Stream{}, args.params);
+      },
+      "launch", "function " + hex(theirs.value) + " was not resolved on this backend");
   v.gpu->free(x);
   v.gpu->free(y);
 }
@@ -399,8 +408,11 @@ BOOST_AUTO_TEST_CASE(a_handle_whose_module_was_unloaded_names_module_and_functio
   v.gpu->launch(h, Dim3{1, 1, 1}, Dim3{256, 1, 1}, 0, Stream{}, args.params);
   v.gpu->synchronize();
   v.gpu->unload_module("mine");
-  refused([&] { v.gpu->launch(h, Dim3{1, 1, 1}, Dim3{256, 1, 1}, 0, Stream{}, args.params); },
-          "launch", "function " + hex(h.value) + " is mine::axpy, whose module mine was unloaded");
+  refused(
+      [&] {
+        v.gpu->launch(h, Dim3{1, 1, 1}, Dim3{256, 1, 1}, 0, Stream{}, args.params);
+      },
+      "launch", "function " + hex(h.value) + " is mine::axpy, whose module mine was unloaded");
   v.gpu->free(x);
   v.gpu->free(y);
 }
@@ -410,10 +422,16 @@ BOOST_AUTO_TEST_CASE(a_zero_grid_or_block_is_refused) {
   const KernelHandle h = v.gpu->kernel("axpy", "axpy");
   const DevicePtr x = v.gpu->alloc(1024, "x"), y = v.gpu->alloc(1024, "y");
   AxpyArgs args(256, x, y);
-  refused([&] { v.gpu->launch(h, Dim3{0, 1, 1}, Dim3{256, 1, 1}, 0, Stream{}, args.params); },
-          "launch", "grid (0, 1, 1) of axpy::axpy has a zero dimension");
-  refused([&] { v.gpu->launch(h, Dim3{1, 1, 1}, Dim3{256, 0, 1}, 0, Stream{}, args.params); },
-          "launch", "block (256, 0, 1) of axpy::axpy has a zero dimension");
+  refused(
+      [&] {
+        v.gpu->launch(h, Dim3{0, 1, 1}, Dim3{256, 1, 1}, 0, Stream{}, args.params);
+      },
+      "launch", "grid (0, 1, 1) of axpy::axpy has a zero dimension");
+  refused(
+      [&] {
+        v.gpu->launch(h, Dim3{1, 1, 1}, Dim3{256, 0, 1}, 0, Stream{}, args.params);
+      },
+      "launch", "block (256, 0, 1) of axpy::axpy has a zero dimension");
   v.gpu->free(x);
   v.gpu->free(y);
 }
@@ -446,8 +464,9 @@ BOOST_AUTO_TEST_CASE(release_while_another_thread_is_inside_is_refused) {
   std::thread user([&] { cache.scratch(*gpu, "grow", 4096); });  // stops in the alloc
   gate.wait_inside();
   const Error e = error_of([&] { cache.release(*gpu); }, Status::invalid_argument);
-  BOOST_TEST(contains(e.what(), "OpCache::release of 'op scratch' while 1 call is inside the "
-                                "same cache on another thread"),
+  BOOST_TEST(contains(e.what(),
+                      "OpCache::release of 'op scratch' while 1 call is inside the "
+                      "same cache on another thread"),
              e.what());
   gate.let_go();
   user.join();
@@ -465,8 +484,9 @@ BOOST_AUTO_TEST_CASE(a_call_while_release_runs_is_refused) {
   std::thread releaser([&] { cache.release(*gpu); });  // stops in the free of "warm"
   gate.wait_inside();
   const Error e = error_of([&] { cache.scratch(*gpu, "warm", 64); }, Status::invalid_argument);
-  BOOST_TEST(contains(e.what(), "OpCache::scratch: the cache 'op scratch (model A)' is being "
-                                "released by another thread"),
+  BOOST_TEST(contains(e.what(),
+                      "OpCache::scratch: the cache 'op scratch (model A)' is being "
+                      "released by another thread"),
              e.what());
   gate.let_go();
   releaser.join();
