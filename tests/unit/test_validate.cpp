@@ -382,58 +382,52 @@ BOOST_AUTO_TEST_CASE(destroy_with_live_streams_and_events_warns_and_names_them) 
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_AUTO_TEST_SUITE(kernels)
+/// A validated host backend with axpy's buffers and arguments (kernels/host/axpy.cpp: n, a, x,
+/// y), freed at the end.
+struct Axpy : Validated {
+  DevicePtr x = gpu->alloc(1024, "x");
+  DevicePtr y = gpu->alloc(1024, "y");
+  AxpyArgs args{256, x, y};
+  ~Axpy() {
+    gpu->free(x);
+    gpu->free(y);
+  }
+  void launch(KernelHandle h, Dim3 grid = {1, 1, 1}, Dim3 block = {256, 1, 1}) {
+    gpu->launch(h, grid, block, 0, Stream{}, args.params);
+  }
+};
+
+BOOST_FIXTURE_TEST_SUITE(kernels, Axpy)
 
 BOOST_AUTO_TEST_CASE(a_handle_of_another_backend_is_refused) {
-  Validated v;
-  auto other = v.validated();
+  auto other = validated();
   const KernelHandle theirs = other->kernel("axpy", "axpy");
-  const DevicePtr x = v.gpu->alloc(1024, "x"), y = v.gpu->alloc(1024, "y");
-  AxpyArgs args(256, x, y);
-  refused(
-      [&] {
-        v.gpu->launch(theirs, Dim3{1, 1, 1}, Dim3{256, 1, 1}, 0, Stream{}, args.params);
-      },
-      "launch", "function " + hex(theirs.value) + " was not resolved on this backend");
-  v.gpu->free(x);
-  v.gpu->free(y);
+  refused([&] { launch(theirs); }, "launch",
+          "function " + hex(theirs.value) + " was not resolved on this backend");
 }
 
 BOOST_AUTO_TEST_CASE(a_handle_whose_module_was_unloaded_names_module_and_function) {
-  Validated v;
-  v.gpu->load_module_file("mine", kHostKernels / "axpy.so");
-  const KernelHandle h = v.gpu->kernel("mine", "axpy");
-  const DevicePtr x = v.gpu->alloc(1024, "x"), y = v.gpu->alloc(1024, "y");
-  AxpyArgs args(256, x, y);
-  v.gpu->launch(h, Dim3{1, 1, 1}, Dim3{256, 1, 1}, 0, Stream{}, args.params);
-  v.gpu->synchronize();
-  v.gpu->unload_module("mine");
-  refused(
-      [&] {
-        v.gpu->launch(h, Dim3{1, 1, 1}, Dim3{256, 1, 1}, 0, Stream{}, args.params);
-      },
-      "launch", "function " + hex(h.value) + " is mine::axpy, whose module mine was unloaded");
-  v.gpu->free(x);
-  v.gpu->free(y);
+  gpu->load_module_file("mine", kHostKernels / "axpy.so");
+  const KernelHandle h = gpu->kernel("mine", "axpy");
+  launch(h);
+  gpu->synchronize();
+  gpu->unload_module("mine");
+  refused([&] { launch(h); }, "launch",
+          "function " + hex(h.value) + " is mine::axpy, whose module mine was unloaded");
 }
 
 BOOST_AUTO_TEST_CASE(a_zero_grid_or_block_is_refused) {
-  Validated v;
-  const KernelHandle h = v.gpu->kernel("axpy", "axpy");
-  const DevicePtr x = v.gpu->alloc(1024, "x"), y = v.gpu->alloc(1024, "y");
-  AxpyArgs args(256, x, y);
+  const KernelHandle h = gpu->kernel("axpy", "axpy");
   refused(
       [&] {
-        v.gpu->launch(h, Dim3{0, 1, 1}, Dim3{256, 1, 1}, 0, Stream{}, args.params);
+        launch(h, Dim3{0, 1, 1});
       },
       "launch", "grid (0, 1, 1) of axpy::axpy has a zero dimension");
   refused(
       [&] {
-        v.gpu->launch(h, Dim3{1, 1, 1}, Dim3{256, 0, 1}, 0, Stream{}, args.params);
+        launch(h, Dim3{1, 1, 1}, Dim3{256, 0, 1});
       },
       "launch", "block (256, 0, 1) of axpy::axpy has a zero dimension");
-  v.gpu->free(x);
-  v.gpu->free(y);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
