@@ -26,8 +26,50 @@
 #include "insert_only_table.hpp"
 
 #include "op_cache_state.hpp"
+#include "plugin_backend.hpp"
 
 namespace gpuplug {
+
+namespace {
+
+// ---- checked caches (docs/layers-validate.md): release while another thread is inside
+
+/// What backend_ holds for `gpu` in a checked cache: its address with the low bit set. A
+/// GpuBackend is pointer-aligned, so no real address has that bit, and every hit's compare with
+/// &gpu fails: the calls go through the slow paths, which count themselves (Impl::Use).
+const GpuBackend* checked_tag(const GpuBackend& gpu) noexcept {
+  return reinterpret_cast<const GpuBackend*>(reinterpret_cast<std::uintptr_t>(&gpu) | 1u);
+}
+bool is_checked(const GpuBackend* bound) noexcept {
+  return (reinterpret_cast<std::uintptr_t>(bound) & 1u) != 0;
+}
+/// The bound backend's address, tag or not.
+const GpuBackend* untagged(const GpuBackend* bound) noexcept {
+  return reinterpret_cast<const GpuBackend*>(reinterpret_cast<std::uintptr_t>(bound) &
+                                             ~std::uintptr_t{1});
+}
+/// What a cache binding to `gpu` stores: checked when gpu runs the validate layer. Binding is
+/// a miss-path event, so the dynamic_cast costs the hits nothing.
+const GpuBackend* binding_for(const GpuBackend& gpu) {
+  const auto* plugin = dynamic_cast<const detail::PluginBackend*>(&gpu);
+  return plugin != nullptr && plugin->validates() ? checked_tag(gpu) : &gpu;
+}
+
+}  // namespace
+
+OpCache::Impl::Use::Use(Impl& s, const GpuBackend* bound, const GpuBackend& gpu,
+                        std::string_view operation) {
+  if (!is_checked(bound)) return;
+  s.in_use.fetch_add(1, std::memory_order_seq_cst);
+  if (s.releasing.load(std::memory_order_seq_cst)) {
+    s.in_use.fetch_sub(1, std::memory_order_seq_cst);
+    throw Error(Status::invalid_argument, std::string(gpu.name()),
+                "OpCache::" + std::string(operation) + ": the cache '" + s.label_text +
+                    "' is being released by another thread; release needs exclusive use of "
+                    "the cache (release it after every thread that uses it is done)");
+  }
+  s_ = &s;
+}
 
 OpCache::OpCache() : impl_(std::make_unique<Impl>()), kernels_(impl_->kernels.get()) {}
 
@@ -36,7 +78,7 @@ OpCache::OpCache(GpuBackend& gpu, std::string_view name) : OpCache() {
   // The memo's handles must all come from gpu: bind the backend's cache to it (throws, before
   // anything is shared, if it serves another backend), then bind this one for life.
   shared.bind(gpu);
-  backend_.store(&gpu, std::memory_order_relaxed);
+  backend_.store(binding_for(gpu), std::memory_order_relaxed);
   Impl& s = *impl_;
   if (!name.empty()) {
     s.model_name.assign(name);
@@ -108,6 +150,10 @@ KernelHandle OpCache::Kernels::miss(OpCache& cache, GpuBackend& gpu, std::string
   // warm-up.
   const auto match = [&](const KernelEntry& e) { return e.matches(module, func); };
   cache.bind(gpu);  // here, not in kernel(): the hit stays a small leaf without the lock code
+  const Impl::Use use(*cache.impl_, cache.backend_.load(std::memory_order_relaxed), gpu, "kernel");
+  // A checked cache comes here on every call (see checked_tag): its hits are found again here,
+  // without the lock.
+  if (const KernelEntry* e = kernels.find(hash, match)) return e->handle;
   std::lock_guard lock(kernels_mutex);
   if (const KernelEntry* e = kernels.find(hash, match)) return e->handle;
   const KernelHandle handle = gpu.kernel(module, func);
@@ -146,11 +192,12 @@ void OpCache::forget_module(std::string_view module) {
 }
 
 void OpCache::bind(GpuBackend& gpu) {
-  if (backend_.load(std::memory_order_relaxed) == &gpu) return;
+  if (untagged(backend_.load(std::memory_order_relaxed)) == &gpu) return;
   std::lock_guard lock(impl_->bind_mutex);
-  const GpuBackend* bound = backend_.load(std::memory_order_relaxed);
+  const GpuBackend* bound = untagged(backend_.load(std::memory_order_relaxed));
   if (bound == nullptr) {
-    backend_.store(&gpu, std::memory_order_relaxed);  // entries it guards are published later
+    // Entries it guards are published later.
+    backend_.store(binding_for(gpu), std::memory_order_relaxed);
     return;
   }
   if (bound == &gpu) return;
@@ -219,6 +266,7 @@ DevicePtr OpCache::scratch_hit(const GpuBackend& gpu, std::string_view tag,
 DevicePtr OpCache::scratch_miss(GpuBackend& gpu, std::string_view tag, std::size_t bytes) {
   // The miss hashes again: carrying the hash out of the hit would make the hit dearer.
   bind(gpu);
+  const Impl::Use use(*impl_, backend_.load(std::memory_order_relaxed), gpu, "scratch");
   return impl_->scratch_miss(gpu, tag, bytes);
 }
 
@@ -271,6 +319,8 @@ void OpCache::note_alloc_fallback() noexcept {
 
 DevicePtr OpCache::alloc_with_fallback(GpuBackend& gpu, std::size_t bytes, const char* site) {
   bind(gpu);
+  const Impl::Use use(*impl_, backend_.load(std::memory_order_relaxed), gpu,
+                      "alloc_with_fallback");
   if (site == nullptr) site = kFallbackSite;
   if (alloc_fell_back()) return gpu.alloc_managed(bytes, site);
   std::string reason;
@@ -365,8 +415,28 @@ void OpCache::release(GpuBackend& gpu) {
   // Exclusive use (documented contract): no reader can be inside a table, so entries, records
   // and retired arrays may be freed now.
   const GpuBackend* bound = backend_.load(std::memory_order_relaxed);
-  if (bound != nullptr && bound != &gpu) bind(gpu);  // throws: scratch is freed by its backend
+  // Another backend: bind throws (scratch is freed by the backend that made it).
+  if (bound != nullptr && untagged(bound) != &gpu) bind(gpu);
   Impl& s = *impl_;
+  // A checked cache makes sure of it: no call inside now, and none may start until the end.
+  struct Releasing {
+    std::atomic<bool>* flag = nullptr;
+    ~Releasing() {
+      if (flag != nullptr) flag->store(false, std::memory_order_seq_cst);
+    }
+  } releasing;
+  if (is_checked(bound)) {
+    s.releasing.store(true, std::memory_order_seq_cst);
+    releasing.flag = &s.releasing;
+    if (const std::uint64_t inside = s.in_use.load(std::memory_order_seq_cst); inside != 0) {
+      throw Error(Status::invalid_argument, std::string(gpu.name()),
+                  "OpCache::release of '" + s.label_text + "' while " + std::to_string(inside) +
+                      (inside == 1 ? " call is" : " calls are") +
+                      " inside the same cache on another thread (kernel, scratch or "
+                      "alloc_with_fallback): release needs exclusive use of the cache; nothing "
+                      "was released");
+    }
+  }
   if (!s.model) {
     // The memo this release would clear is read by the backend's model caches: with any alive,
     // this is a model releasing the backend's own cache on a shared backend. Refuse, loudly,

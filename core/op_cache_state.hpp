@@ -202,6 +202,14 @@ struct OpCache::Impl {
   std::mutex counters_mutex;
   std::atomic<bool> fallback_warned{false};
   std::mutex bind_mutex;  // bind's slow path: binding happens once, on a miss
+  // A checked cache (bound to a backend that runs the validate layer: backend_ then holds the
+  // backend's address with its low bit set, which no hit's compare matches, so every call that
+  // takes a backend comes through a slow path). Those calls count themselves in `in_use` while
+  // they run (Use); release sets `releasing`, then refuses if any is inside, and a call that
+  // starts while it runs refuses too. Both sides write then read (seq_cst): at least one sees
+  // the other. An unchecked cache never touches either.
+  std::atomic<std::uint64_t> in_use{0};
+  std::atomic<bool> releasing{false};
   std::vector<RetiredScratch> retired_scratch;  // under scratch_mutex
 
   // The kernel memo: this cache's own, or (model cache) its backend cache's. Never null.
@@ -213,6 +221,22 @@ struct OpCache::Impl {
   std::string scratch_site = kScratchSite;   // "OpCache::scratch (model A)": copied by the ledger
 
   void drop_retired_scratch() noexcept { retired_scratch.clear(); }
+
+  /// One call of kernel, scratch or alloc_with_fallback on a checked cache (`bound` has the
+  /// low bit set), counted in in_use for its duration; nothing on an unchecked cache. Throws
+  /// Error(invalid_argument) naming the cache and `operation` while release runs.
+  class Use {
+   public:
+    Use(Impl& s, const GpuBackend* bound, const GpuBackend& gpu, std::string_view operation);
+    ~Use() {
+      if (s_ != nullptr) s_->in_use.fetch_sub(1, std::memory_order_seq_cst);
+    }
+    Use(const Use&) = delete;
+    Use& operator=(const Use&) = delete;
+
+   private:
+    Impl* s_ = nullptr;
+  };
 
   // Shared by first_shape and once; inline so that once's constant zeros fold into the hash.
   bool first_shape(std::string_view name, std::uint64_t m, std::uint64_t n, std::uint64_t k) {

@@ -71,6 +71,10 @@ PluginBackend::PluginBackend(std::shared_ptr<const boost::dll::shared_library> l
     table_ = layers_->top_table();
     instance_ = layers_->top_instance();
     optional_ = resolve_optional_slots(table_);
+    validates_ = std::any_of(enabled.begin(), enabled.end(),
+                             [](const auto& layer) {
+                               return layer->name == "validate" && layer->origin == "built-in";
+                             });
     log(LogLevel::debug, name_, "created with layers " + layers_->names());
     return;
   }

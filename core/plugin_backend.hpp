@@ -76,6 +76,9 @@ class PluginBackend final : public GpuBackend {
 
   /// "validate, trace": the layers this backend runs with, top first; "" when none.
   std::string layer_names() const;
+  /// True when the built-in validate layer is among them: the OpCaches bound to this backend
+  /// then also check that `release` has the cache to itself (docs/layers-validate.md).
+  bool validates() const noexcept { return validates_; }
 
   // For the optional-slot thunks and defaults: the top level's table and instance (the plugin's
   // when no layer is enabled).
@@ -119,6 +122,7 @@ class PluginBackend final : public GpuBackend {
   std::unique_ptr<LayerStack> layers_;
   void (*plugin_destroy_)(gpuplug_instance_t) = nullptr;
   gpuplug_instance_t plugin_instance_ = nullptr;
+  bool validates_ = false;
 };
 
 }  // namespace gpuplug::detail

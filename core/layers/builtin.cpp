@@ -6,11 +6,13 @@
 
 #include "faults.hpp"
 #include "trace.hpp"
+#include "validate.hpp"
 
 namespace gpuplug::detail {
 
 std::span<const gpuplug_layer_v1* const> builtin_layers() noexcept {
   static const std::array all{
+      &validate_layer(),
       &layers::trace_layer(),
       &faults_layer(),
   };

@@ -137,7 +137,9 @@ class OpCache final : public ModelResource<GpuBackend> {
   /// and the latch are kept. Idempotent. Error(invalid_argument), changing nothing, when bound
   /// to another backend, or when model caches still share this cache's kernel memo (releasing
   /// it would pull the memo from under them: release the models' own caches instead).
-  /// Needs exclusive use: nothing else may call this cache while it runs. If a free fails it
+  /// Needs exclusive use: nothing else may call this cache while it runs. On a backend that runs
+  /// the validate layer this is checked: Error(invalid_argument), nothing released, while another
+  /// thread is inside kernel, scratch or alloc_with_fallback (docs/opcache.md). If a free fails it
   /// still frees the rest, forgets them all, then throws one Error naming the failures.
   void release(GpuBackend& gpu) override;
 

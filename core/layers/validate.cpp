@@ -1,0 +1,451 @@
+// SPDX-License-Identifier: Apache-2.0
+// The validate layer: its own record of what this backend made (memory in MemoryRecord; streams,
+// events and kernel handles here), checked before each call reaches the plugin.
+#include "validate.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <gpuplug/support/failures.hpp>
+#include <gpuplug/support/text.hpp>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "layer_support.hpp"
+#include "validate_memory.hpp"
+
+namespace gpuplug::detail {
+
+namespace {
+
+using layers::LayerBase;
+using layers::MemoryRecord;
+using support::hex;
+
+/// How many destroyed streams and events, and functions of unloaded modules, each backend
+/// remembers to name in a message (the oldest are forgotten: then "not created on this backend").
+constexpr std::size_t kRecentCapacity = 4096;
+
+/// A set of handles that remembers only the last kRecentCapacity inserted.
+class RecentHandles {
+ public:
+  void insert(std::uint64_t h) {
+    if (!set_.insert(h).second) return;
+    order_.push_back(h);
+    if (order_.size() > kRecentCapacity) {
+      set_.erase(order_.front());
+      order_.pop_front();
+    }
+  }
+  /// A handle made again (the plugin reuses values) is no longer "destroyed".
+  void erase(std::uint64_t h) {
+    if (set_.erase(h) != 0) std::erase(order_, h);
+  }
+  bool contains(std::uint64_t h) const { return set_.contains(h); }
+
+ private:
+  std::unordered_set<std::uint64_t> set_;
+  std::deque<std::uint64_t> order_;  // oldest first; the same handles as set_
+};
+
+/// The streams or the events of one backend: the live ones, and the recently destroyed ones to
+/// name in a message. Not thread-safe: the layer holds its handles mutex.
+class HandleSet {
+ public:
+  explicit HandleSet(const char* kind) : kind_(kind) {}
+  void created(std::uint64_t h) {
+    live_.insert(h);
+    destroyed_.erase(h);
+  }
+  void destroyed(std::uint64_t h) {
+    if (live_.erase(h) != 0) destroyed_.insert(h);
+  }
+  /// Why `h` is no live handle of this backend; empty when it is.
+  std::string check(std::uint64_t h) const {
+    if (live_.contains(h)) return {};
+    const std::string name = std::string(kind_) + " " + std::to_string(h);
+    if (destroyed_.contains(h)) return name + " was destroyed";
+    return name + " was not created on this backend (another backend's, or never created)";
+  }
+  const std::unordered_set<std::uint64_t>& live() const noexcept { return live_; }
+
+ private:
+  const char* kind_;  // "stream", "event"
+  std::unordered_set<std::uint64_t> live_;
+  RecentHandles destroyed_;
+};
+
+/// A kernel handle get_function returned on this backend.
+struct Function {
+  std::string module;
+  std::string func;
+  bool unloaded = false;  // its module was unloaded since
+};
+
+std::string dims(gpuplug_dim3_t d) {
+  return "(" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) + ")";
+}
+
+/// "1, 2, 7": handles in order, for the destroy warning.
+std::string list_handles(const std::unordered_set<std::uint64_t>& handles) {
+  std::vector<std::uint64_t> sorted(handles.begin(), handles.end());
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<std::string> names;
+  for (std::uint64_t h : sorted) names.push_back(std::to_string(h));
+  return support::join(names);
+}
+
+class ValidateLayer final : public LayerBase {
+ public:
+  ValidateLayer(const gpuplug_layer_next_t& next, const gpuplug_layer_services_t& services,
+                std::string backend, const Options&)
+      : LayerBase(next, services, std::move(backend)) {}
+
+  ~ValidateLayer() {
+    // The backend is going away: leftovers are a warning, never a failure (nor an exception
+    // out of destroy: without memory for the text there is no warning).
+    try {
+      warn_live_handles();
+    } catch (...) {
+    }
+  }
+
+  // ---- memory
+
+  gpuplug_status_t alloc(std::uint64_t bytes, const char* site, std::uint64_t* out) {
+    return record_alloc<&gpuplug_plugin_v1::alloc>(bytes, site, out, false);
+  }
+  gpuplug_status_t alloc_managed(std::uint64_t bytes, const char* site, std::uint64_t* out) {
+    return record_alloc<&gpuplug_plugin_v1::alloc_managed>(bytes, site, out, true);
+  }
+  gpuplug_status_t free(std::uint64_t ptr) {
+    if (ptr == 0) return call_next<&gpuplug_plugin_v1::free>(ptr);  // a no-op, as abi.h says
+    std::string why;
+    std::optional<MemoryRecord::Taken> taken = memory_.take(ptr, why);
+    if (!taken) return refuse(why);
+    const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::free>(ptr);
+    if (st == GPUPLUG_STATUS_SUCCESS) {
+      memory_.freed(std::move(*taken));
+    } else {
+      memory_.restore(std::move(*taken));
+    }
+    return st;
+  }
+  gpuplug_status_t copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) {
+    if (auto why = memory_.check_range(dst, bytes, ""); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::copy_h2d>(dst, src, bytes);
+  }
+  gpuplug_status_t copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) {
+    if (auto why = memory_.check_range(src, bytes, ""); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::copy_d2h>(dst, src, bytes);
+  }
+  gpuplug_status_t copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) {
+    if (auto why = check_d2d(dst, src, bytes); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::copy_d2d>(dst, src, bytes);
+  }
+  gpuplug_status_t copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
+                                  std::uint64_t stream) {
+    if (auto why = memory_.check_range(dst, bytes, ""); !why.empty()) return refuse(why);
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::copy_h2d_async>(dst, src, bytes, stream);
+  }
+  gpuplug_status_t copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
+                                  std::uint64_t stream) {
+    if (auto why = memory_.check_range(src, bytes, ""); !why.empty()) return refuse(why);
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::copy_d2h_async>(dst, src, bytes, stream);
+  }
+  gpuplug_status_t copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
+                                  std::uint64_t stream) {
+    if (auto why = check_d2d(dst, src, bytes); !why.empty()) return refuse(why);
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::copy_d2d_async>(dst, src, bytes, stream);
+  }
+  gpuplug_status_t memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
+                             std::uint64_t stream) {
+    if (auto why = memory_.check_range(dst, bytes, ""); !why.empty()) return refuse(why);
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::memset_d8>(dst, value, bytes, stream);
+  }
+  gpuplug_status_t sweep_unreleased(gpuplug_ledger_stats_t* swept) {
+    const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::sweep_unreleased>(swept);
+    if (st == GPUPLUG_STATUS_SUCCESS) memory_.swept();
+    return st;
+  }
+
+  // ---- streams
+
+  gpuplug_status_t stream_create(std::uint64_t* out) {
+    return create_handle<&gpuplug_plugin_v1::stream_create>(streams_, out);
+  }
+  gpuplug_status_t stream_destroy(std::uint64_t stream) {
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    // Gone whatever the plugin answers: a destroy that reports a failure pending on the stream
+    // destroys it anyway (abi.h), and one that fails otherwise leaves nothing usable.
+    const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::stream_destroy>(stream);
+    std::lock_guard lock(handles_mutex_);
+    streams_.destroyed(stream);
+    return st;
+  }
+  gpuplug_status_t stream_synchronize(std::uint64_t stream) {
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::stream_synchronize>(stream);
+  }
+
+  // ---- events
+
+  gpuplug_status_t event_create(std::uint64_t* out) {
+    return create_handle<&gpuplug_plugin_v1::event_create>(events_, out);
+  }
+  gpuplug_status_t event_destroy(std::uint64_t event) {
+    if (auto why = check_event(event, "the event"); !why.empty()) return refuse(why);
+    const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::event_destroy>(event);
+    if (st == GPUPLUG_STATUS_SUCCESS) {
+      std::lock_guard lock(handles_mutex_);
+      events_.destroyed(event);
+    }
+    return st;
+  }
+  gpuplug_status_t event_record(std::uint64_t event, std::uint64_t stream) {
+    if (auto why = check_event(event, "the event"); !why.empty()) return refuse(why);
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::event_record>(event, stream);
+  }
+  gpuplug_status_t stream_wait_event(std::uint64_t stream, std::uint64_t event) {
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    if (auto why = check_event(event, "the event"); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::stream_wait_event>(stream, event);
+  }
+  gpuplug_status_t event_synchronize(std::uint64_t event) {
+    if (auto why = check_event(event, "the event"); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::event_synchronize>(event);
+  }
+  gpuplug_status_t event_query(std::uint64_t event, std::int32_t* ready) {
+    if (auto why = check_event(event, "the event"); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::event_query>(event, ready);
+  }
+  gpuplug_status_t event_elapsed_ms(std::uint64_t start, std::uint64_t end, float* ms) {
+    if (auto why = check_event(start, "the start event"); !why.empty()) return refuse(why);
+    if (auto why = check_event(end, "the end event"); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::event_elapsed_ms>(start, end, ms);
+  }
+
+  // ---- modules and kernels
+
+  gpuplug_status_t unload_module(const char* name) {
+    const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::unload_module>(name);
+    if (st != GPUPLUG_STATUS_SUCCESS) return st;
+    memory_.module_unloaded(name);
+    std::lock_guard lock(handles_mutex_);
+    for (auto& [handle, f] : functions_) {
+      if (f.unloaded || f.module != name) continue;
+      f.unloaded = true;
+      unloaded_order_.push_back(handle);
+    }
+    // Bounded: a program that reloads modules forever forgets the oldest unloaded handles.
+    while (unloaded_order_.size() > kRecentCapacity) {
+      auto it = functions_.find(unloaded_order_.front());
+      if (it != functions_.end() && it->second.unloaded) functions_.erase(it);
+      unloaded_order_.pop_front();
+    }
+    return st;
+  }
+  gpuplug_status_t get_function(const char* module, const char* func, std::uint64_t* out) {
+    const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::get_function>(module, func, out);
+    if (st == GPUPLUG_STATUS_SUCCESS) {
+      std::lock_guard lock(handles_mutex_);
+      functions_.insert_or_assign(*out, Function{module, func, false});
+    }
+    return st;
+  }
+  gpuplug_status_t get_global(const char* module, const char* symbol, std::uint64_t* address,
+                              std::uint64_t* size) {
+    const gpuplug_status_t st =
+        call_next<&gpuplug_plugin_v1::get_global>(module, symbol, address, size);
+    // Globals are memory the plugin hands out without alloc: valid copy targets.
+    if (st == GPUPLUG_STATUS_SUCCESS) memory_.global(*address, *size, module, symbol);
+    return st;
+  }
+  gpuplug_status_t launch(std::uint64_t function, gpuplug_dim3_t grid, gpuplug_dim3_t block,
+                          std::uint32_t shared_bytes, std::uint64_t stream, void** params) {
+    if (auto why = check_function(function); !why.empty()) return refuse(why);
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0)
+      return refuse("grid " + dims(grid) + " of " + describe_function(function) +
+                    " has a zero dimension");
+    if (block.x == 0 || block.y == 0 || block.z == 0)
+      return refuse("block " + dims(block) + " of " + describe_function(function) +
+                    " has a zero dimension");
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::launch>(function, grid, block, shared_bytes, stream,
+                                                 params);
+  }
+
+  /// INVALID_ARGUMENT with `why` as the failure's message (layer.h, "Errors").
+  gpuplug_status_t refuse(const std::string& why) const noexcept {
+    return fail(GPUPLUG_STATUS_INVALID_ARGUMENT, why);
+  }
+
+ private:
+  /// alloc / alloc_managed, recorded. When the record cannot grow (bad_alloc) the allocation is
+  /// given back, so that the failure the caller sees leaks nothing.
+  template <auto Slot>
+  gpuplug_status_t record_alloc(std::uint64_t bytes, const char* site, std::uint64_t* out,
+                                bool managed) {
+    const gpuplug_status_t st = call_next<Slot>(bytes, site, out);
+    if (st != GPUPLUG_STATUS_SUCCESS) return st;
+    try {
+      memory_.allocated(*out, bytes, site, managed);
+    } catch (...) {
+      call_next<&gpuplug_plugin_v1::free>(*out);
+      throw;
+    }
+    return st;
+  }
+  /// destroy: the streams and events never destroyed, named in one warning.
+  void warn_live_handles() {
+    std::lock_guard lock(handles_mutex_);
+    const auto& streams = streams_.live();
+    const auto& events = events_.live();
+    if (streams.empty() && events.empty()) return;
+    std::string what;
+    if (!streams.empty())
+      what += std::to_string(streams.size()) + (streams.size() == 1 ? " stream" : " streams") +
+              " (" + list_handles(streams) + ")";
+    if (!events.empty())
+      what += std::string(what.empty() ? "" : " and ") + std::to_string(events.size()) +
+              (events.size() == 1 ? " event" : " events") + " (" + list_handles(events) + ")";
+    log(GPUPLUG_LOG_WARNING,
+        "validate: destroyed with " + what + " still live: destroy them before the backend");
+  }
+  /// stream_create / event_create: the new handle is live here.
+  template <auto Slot>
+  gpuplug_status_t create_handle(HandleSet& set, std::uint64_t* out) {
+    const gpuplug_status_t st = call_next<Slot>(out);
+    if (st == GPUPLUG_STATUS_SUCCESS) {
+      std::lock_guard lock(handles_mutex_);
+      set.created(*out);
+    }
+    return st;
+  }
+  std::string check_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) const {
+    std::string why = memory_.check_range(dst, bytes, "destination ");
+    if (why.empty()) why = memory_.check_range(src, bytes, "source ");
+    return why;
+  }
+  std::string check_stream(std::uint64_t stream) const {
+    if (stream == 0) return {};  // the default stream is always there
+    std::lock_guard lock(handles_mutex_);
+    return streams_.check(stream);
+  }
+  std::string check_event(std::uint64_t event, const char* role) const {
+    if (event == 0) return std::string(role) + " is the null event (0)";
+    std::lock_guard lock(handles_mutex_);
+    return events_.check(event);
+  }
+  std::string check_function(std::uint64_t function) const {
+    std::lock_guard lock(handles_mutex_);
+    auto it = functions_.find(function);
+    if (it == functions_.end())
+      return "function " + hex(function) +
+             " was not resolved on this backend (get_function of another backend, or never "
+             "resolved)";
+    if (it->second.unloaded)
+      return "function " + hex(function) + " is " + it->second.module + "::" + it->second.func +
+             ", whose module " + it->second.module + " was unloaded";
+    return {};
+  }
+  /// "axpy::axpy_f32" for a handle known here (check_function passed).
+  std::string describe_function(std::uint64_t function) const {
+    std::lock_guard lock(handles_mutex_);
+    auto it = functions_.find(function);
+    if (it == functions_.end()) return hex(function);
+    return it->second.module + "::" + it->second.func;
+  }
+
+  MemoryRecord memory_;
+  // Streams, events and kernel handles of this backend: few, so one mutex.
+  mutable std::mutex handles_mutex_;
+  HandleSet streams_{"stream"};
+  HandleSet events_{"event"};
+  std::unordered_map<std::uint64_t, Function> functions_;  // by handle
+  std::deque<std::uint64_t> unloaded_order_;               // handles marked unloaded, oldest first
+};
+
+/// A slot of the table as a call of ValidateLayer::*Member. No exception crosses the C table: the
+/// record's allocations can throw bad_alloc (OUT_OF_MEMORY), anything else is INTERNAL.
+template <auto Member>
+struct Thunk;
+template <class... A, gpuplug_status_t (ValidateLayer::*Member)(A...)>
+struct Thunk<Member> {
+  static gpuplug_status_t call(gpuplug_instance_t inst, A... args) noexcept {
+    ValidateLayer& self = LayerBase::from<ValidateLayer>(inst);
+    try {
+      return (self.*Member)(args...);
+    } catch (const std::bad_alloc&) {
+      return self.fail(GPUPLUG_STATUS_OUT_OF_MEMORY, "validate: out of memory for its record");
+    } catch (...) {
+      return self.fail(GPUPLUG_STATUS_INTERNAL,
+                       "validate: " + support::describe_current_exception());
+    }
+  }
+};
+
+gpuplug_plugin_v1 make_table() noexcept {
+  gpuplug_plugin_v1 t{};
+  t.struct_size = sizeof t;
+  t.abi_version = GPUPLUG_ABI_VERSION;
+  t.destroy = &layers::destroy_layer<ValidateLayer>;
+#define GPUPLUG_VALIDATE_SLOT(slot) t.slot = &Thunk<&ValidateLayer::slot>::call;
+  GPUPLUG_VALIDATE_SLOT(alloc)
+  GPUPLUG_VALIDATE_SLOT(alloc_managed)
+  GPUPLUG_VALIDATE_SLOT(free)
+  GPUPLUG_VALIDATE_SLOT(copy_h2d)
+  GPUPLUG_VALIDATE_SLOT(copy_d2h)
+  GPUPLUG_VALIDATE_SLOT(copy_d2d)
+  GPUPLUG_VALIDATE_SLOT(copy_h2d_async)
+  GPUPLUG_VALIDATE_SLOT(copy_d2h_async)
+  GPUPLUG_VALIDATE_SLOT(copy_d2d_async)
+  GPUPLUG_VALIDATE_SLOT(memset_d8)
+  GPUPLUG_VALIDATE_SLOT(sweep_unreleased)
+  GPUPLUG_VALIDATE_SLOT(stream_create)
+  GPUPLUG_VALIDATE_SLOT(stream_destroy)
+  GPUPLUG_VALIDATE_SLOT(stream_synchronize)
+  GPUPLUG_VALIDATE_SLOT(event_create)
+  GPUPLUG_VALIDATE_SLOT(event_destroy)
+  GPUPLUG_VALIDATE_SLOT(event_record)
+  GPUPLUG_VALIDATE_SLOT(stream_wait_event)
+  GPUPLUG_VALIDATE_SLOT(event_synchronize)
+  GPUPLUG_VALIDATE_SLOT(event_query)
+  GPUPLUG_VALIDATE_SLOT(event_elapsed_ms)
+  GPUPLUG_VALIDATE_SLOT(unload_module)
+  GPUPLUG_VALIDATE_SLOT(get_function)
+  GPUPLUG_VALIDATE_SLOT(get_global)
+  GPUPLUG_VALIDATE_SLOT(launch)
+#undef GPUPLUG_VALIDATE_SLOT
+  return t;
+}
+
+const gpuplug_plugin_v1 validate_slots = make_table();
+
+}  // namespace
+
+const gpuplug_layer_v1& validate_layer() noexcept {
+  static const gpuplug_layer_v1 layer{
+      sizeof(gpuplug_layer_v1),
+      GPUPLUG_LAYER_VERSION,
+      "validate",
+      "refuses use after free, copies past an allocation, foreign or destroyed streams, events "
+      "and kernels, zero grids",
+      nullptr,
+      &layers::create_layer<ValidateLayer>,
+      &validate_slots};
+  return layer;
+}
+
+}  // namespace gpuplug::detail
