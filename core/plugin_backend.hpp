@@ -65,6 +65,7 @@ class PluginBackend final : public GpuBackend {
   LedgerStats ledger_stats() override;
   std::string alloc_report(std::size_t top_n) override;
   LedgerStats sweep_unreleased() override;
+  void reset_peak() override;
 
   // For the optional-slot thunks and defaults.
   const gpuplug_plugin_v1& table() const noexcept { return table_; }
@@ -80,10 +81,16 @@ class PluginBackend final : public GpuBackend {
  protected:
   /// The plugin's load_module_file slot with the path, or the default (read + load_module).
   void load_module_path(std::string_view name, const std::filesystem::path& file) override;
+  // Memory you can see (plugin_backend_memory.cpp): the ABI 1.2 slots or their defaults.
+  MemorySnapshot ledger_snapshot() override;
+  std::uint64_t begin_memory_scope() override;
+  MemoryScopeResult end_memory_scope(std::uint64_t scope) override;
 
  private:
   static void log_callback(void* user, gpuplug_log_level_t level, const char* message);
   std::string last_error() const;
+  /// alloc's cold path after OUT_OF_MEMORY: the report and the observer (GpuBackend::out_of_memory).
+  [[gnu::cold]] DevicePtr alloc_out_of_memory(std::size_t bytes, const char* site);
   std::string c_name(std::string_view name, const char* op, const char* what) const;
   /// Refuses the null event before the plugin sees it, naming `operation` and the role.
   void check_event(Event event, const char* operation, const char* role = "event") const;

@@ -34,6 +34,7 @@ struct CommandLine {
   std::uint32_t k = 256;                             // input features
   std::optional<gpuplug::LogLevel> log_level;        // nullopt: GPUPLUG_LOG, else info
   std::optional<std::uint64_t> device_memory_limit;  // bytes
+  std::optional<std::string> memory_snapshot;        // --memory-snapshot FILE
   bool help = false;
 };
 
@@ -51,6 +52,9 @@ inline constexpr const char* usage_text =
     "                             (default: $GPUPLUG_LOG, else info, so routes are logged)\n"
     "  --device-memory-limit SIZE device memory cap passed to the plugin (bytes, K/M/G/T\n"
     "                             suffix); past it weights fall back to managed memory\n"
+    "  --memory-snapshot FILE     keep the ledger's history (memory_history) and write memory\n"
+    "                             snapshots: FILE at exit, FILE's name with .warmup before\n"
+    "                             its extension after step 1 (read with 'gpuplug mem')\n"
     "  --help                     this text\n"
     "\n"
     "Exit status: 0 success, 1 verification failure (or memory left on the ledger),\n"
@@ -146,6 +150,10 @@ inline CommandLine parse_command_line(int argc, char** argv) {
       }
     } else if (name == "--device-memory-limit") {
       cl.device_memory_limit = parse_size(name, take_value());
+    } else if (name == "--memory-snapshot") {
+      std::string_view v = take_value();
+      if (v.empty()) throw UsageError("--memory-snapshot: invalid value '' (expected a file)");
+      cl.memory_snapshot = std::string(v);
     } else {
       throw UsageError("unknown option '" + std::string(name) + "'");
     }

@@ -7,6 +7,7 @@
 #include <gpuplug/abi.h>
 #include <gpuplug/backend.hpp>
 #include <gpuplug/log.hpp>
+#include <gpuplug/memory.hpp>
 #include <gpuplug/op_cache.hpp>
 #include <gpuplug/registry.hpp>
 #include <gpuplug/teardown.hpp>

@@ -84,11 +84,16 @@ std::optional<std::uint64_t> parse_unsigned(std::string_view text) noexcept;
 void fill_probe(gpuplug_probe_result_t& out, gpuplug_probe_reason_t reason, int device_count,
                 std::string_view message) noexcept;
 
+/// The most events `memory_history` may ask for (about 64 bytes each).
+inline constexpr std::uint64_t max_memory_history = std::uint64_t{1} << 20;
+
 /// Options every plugin understands, parsed once at create.
 struct DeviceConfig {
   std::uint32_t ordinal = 0;
   std::string plugin_name;                            // P::name, set by the SDK before P::create
   std::optional<std::uint64_t> device_memory_limit;   // "device_memory_limit"
+  /// "memory_history": how many alloc/free events the ledger keeps (0, the default: none).
+  std::size_t memory_history = 0;
   /// "modules_dir": its colon-separated folders, in order, each checked to exist (empty when
   /// the option is not given).
   std::vector<std::filesystem::path> modules_dirs;
@@ -387,12 +392,17 @@ inline constexpr std::size_t plugin_v1_0_size = sizeof(gpuplug_plugin_v1);
 /// nothing past the 1.0 table is there to be read even by a host that ignores struct_size.
 /// Compiled against the 1.0 header it is `full` itself.
 gpuplug_plugin_v1 make_table_v1_0(const gpuplug_plugin_v1& full) noexcept;
+/// The same for a host of ABI 1.1: abi_version 1.1, struct_size GPUPLUG_PLUGIN_V1_1_SIZE, the
+/// slots of 1.2 null. Compiled against a header older than 1.2 it is `full` itself.
+gpuplug_plugin_v1 make_table_v1_1(const gpuplug_plugin_v1& full) noexcept;
 
 /// The table to hand to a host speaking `host_abi_version` (ABI-4: the highest version both
-/// share): `v1_0` to a host of 1.0, `full` (ours) to a host of a later 1.x minor. A host of another
+/// share): `v1_0` to a host of 1.0, `v1_1` to a host of 1.1, `full` (ours) to a host of a later
+/// 1.x minor. A host of another
 /// major gets `full` too: it refuses a table whose major is not its own and names both versions,
 /// which says more than a null table ("shares no ABI version") would.
 const gpuplug_plugin_v1* negotiate(const gpuplug_plugin_v1* full, const gpuplug_plugin_v1* v1_0,
+                                   const gpuplug_plugin_v1* v1_1,
                                    std::uint32_t host_abi_version) noexcept;
 
 template <class P>
@@ -440,11 +450,13 @@ gpuplug_plugin_v1 make_table() noexcept {
 
 /// Exports gpuplug_plugin_entry for plugin description struct P (see the top of this file).
 /// The tables are function-local constants with trivial destructors: the full one, and the 1.0
-/// view of it that a host speaking ABI 1.0 gets (see negotiate).
+/// and 1.1 views of it that hosts speaking those versions get (see negotiate).
 #define GPUPLUG_DEFINE_PLUGIN(P)                                                                \
   extern "C" GPUPLUG_PLUGIN_EXPORT const gpuplug_plugin_v1* gpuplug_plugin_entry(               \
       uint32_t host_abi_version) {                                                              \
     static const gpuplug_plugin_v1 table = ::gpuplug::sdk::detail::make_table<P>();             \
     static const gpuplug_plugin_v1 table_v1_0 = ::gpuplug::sdk::detail::make_table_v1_0(table); \
-    return ::gpuplug::sdk::detail::negotiate(&table, &table_v1_0, host_abi_version);            \
+    static const gpuplug_plugin_v1 table_v1_1 = ::gpuplug::sdk::detail::make_table_v1_1(table); \
+    return ::gpuplug::sdk::detail::negotiate(&table, &table_v1_0, &table_v1_1,                 \
+                                             host_abi_version);                                 \
   }
