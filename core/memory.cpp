@@ -5,6 +5,7 @@
 #include <gpuplug/log.hpp>
 #include <gpuplug/memory.hpp>
 #include <gpuplug/support/failures.hpp>
+#include <gpuplug/support/text.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -14,20 +15,7 @@ namespace gpuplug {
 
 namespace {
 
-/// "512 bytes", "1.5 KiB", "384.0 MiB": the short form an out-of-memory report lists sites in.
-std::string short_bytes(std::uint64_t bytes) {
-  static constexpr const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  if (bytes < 1024) return std::to_string(bytes) + (bytes == 1 ? " byte" : " bytes");
-  double v = static_cast<double>(bytes);
-  int unit = -1;
-  while (v >= 1024.0 && unit < 5) {
-    v /= 1024.0;
-    ++unit;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f %s", v, units[unit]);
-  return buf;
-}
+using support::short_bytes;
 
 /// The backend whose out-of-memory observer runs on this thread, if any: an allocation the
 /// observer makes that runs out of memory too is reported without calling it again (no

@@ -397,7 +397,7 @@ BOOST_AUTO_TEST_CASE(memory_snapshot_scopes_and_out_of_memory_report_through_the
     BOOST_TEST((e.status() == gpuplug::Status::out_of_memory));
     BOOST_TEST(contains(e.what(), "out of memory allocating 2.0 MiB at too_big"), e.what());
     BOOST_TEST(contains(e.what(), "device_memory_limit 1.0 MiB"), e.what());
-    BOOST_TEST(contains(e.what(), "op scratch held: 0 bytes live"), e.what());
+    BOOST_TEST(contains(e.what(), "op scratch held: 0 B live"), e.what());
   }
   BOOST_TEST(scope.end().peak_bytes == 0u);
 }

@@ -2,12 +2,38 @@
 """Headless Chromium for the page tests (matrix_page_check.py, mem_page_check.py): finding it
 (or skipping, exit 77, saying so), running it with a private profile, and reading the colours of
 its screenshots. Debian's chromium is installed by scripts/lib/common.sh."""
+import atexit
 import os
 import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 import zlib
+
+
+class Checks:
+    """Collects failed checks; `finish` prints them (exit 1) or the line that says what passed."""
+
+    def __init__(self):
+        self.failures = []
+
+    def __call__(self, ok, what):
+        if not ok:
+            self.failures.append(what)
+
+    def finish(self, ok_line):
+        if self.failures:
+            print("FAIL:\n  " + "\n  ".join(self.failures))
+            sys.exit(1)
+        print(ok_line)
+
+
+def scratch_folder(prefix):
+    """A temporary folder, removed at exit, and a function naming a file in it."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, work, True)
+    return lambda name: os.path.join(work, name)
 
 
 class Browser:

@@ -11,29 +11,17 @@ Chromium is installed; scripts/lib/common.sh installs it.
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
-import atexit
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-from browser import Browser, png_colours  # noqa: E402 (tools/gpuplug/browser.py, beside this)
+from browser import Browser, Checks, png_colours, scratch_folder  # noqa: E402 (tools/gpuplug/browser.py, beside this)
 
 tool, broken = sys.argv[1:3]
 browser = Browser.found_or_skip()
 
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-
-
-work = tempfile.mkdtemp(prefix="gpuplug-page-")
-atexit.register(shutil.rmtree, work, True)
-p = lambda name: os.path.join(work, name)
+check = Checks()
+p = scratch_folder("gpuplug-page-")
 
 
 def gp(*args):
@@ -97,7 +85,4 @@ check(any(g > r + 8 and g > b + 8 for r, g, b in colours) and
       any(r > g + 8 and r > b + 8 for r, g, b in colours),
       "the screenshot has no green and red cells")
 
-if failures:
-    print("FAIL:\n  " + "\n  ".join(failures))
-    sys.exit(1)
-print(f"ok: the matrix page in {browser.name} (screenshot {len(colours)} colours)")
+check.finish(f"ok: the matrix page in {browser.name} (screenshot {len(colours)} colours)")

@@ -2,6 +2,7 @@
 // `gpuplug mem`: reads snapshots (GpuBackend::memory_snapshot as JSON) and prints their summary
 // or their difference, or writes their page (mem_page.cpp).
 #include "mem.hpp"
+#include "gpuplug/support/text.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -44,24 +45,13 @@ void print_usage(std::ostream& os) {
         "Exit status: 0; 2 for a usage error or a file that is not a snapshot.\n";
 }
 
-std::string bytes_text(std::uint64_t bytes) {
-  static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = static_cast<double>(bytes);
-  std::size_t unit = 0;
-  while (v >= 1024.0 && unit + 1 < std::size(units)) {
-    v /= 1024.0;
-    ++unit;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, unit == 0 ? "%.0f %s" : "%.1f %s", v, units[unit]);
-  return buf;
-}
+using support::short_bytes;
 
-std::string signed_bytes_text(std::int64_t delta) {
+std::string signed_short_bytes(std::int64_t delta) {
   if (delta == 0) return "0 B";
   const std::uint64_t magnitude =
       delta < 0 ? static_cast<std::uint64_t>(-(delta + 1)) + 1 : static_cast<std::uint64_t>(delta);
-  return (delta < 0 ? "-" : "+") + bytes_text(magnitude);
+  return (delta < 0 ? "-" : "+") + short_bytes(magnitude);
 }
 
 std::string site_text(const std::string& site) {
@@ -87,12 +77,12 @@ void print_mem_summary(const MemorySnapshot& s, std::ostream& os) {
   const LedgerStats& t = s.totals;
   os << support::escape_text(s.backend) << ": " << t.live_count
      << (t.live_count == 1 ? " live allocation, " : " live allocations, ")
-     << bytes_text(t.live_bytes) << " (peak " << bytes_text(t.peak_bytes) << "); "
+     << short_bytes(t.live_bytes) << " (peak " << short_bytes(t.peak_bytes) << "); "
      << t.total_allocs << " allocs, " << t.total_frees << " frees";
-  if (s.device_memory_limit) os << "; device_memory_limit " << bytes_text(*s.device_memory_limit);
+  if (s.device_memory_limit) os << "; device_memory_limit " << short_bytes(*s.device_memory_limit);
   if (s.device)
-    os << "; device " << bytes_text(s.device->free_bytes) << " free of "
-       << bytes_text(s.device->total_bytes);
+    os << "; device " << short_bytes(s.device->free_bytes) << " free of "
+       << short_bytes(s.device->total_bytes);
   os << "\n";
   if (!s.complete) os << "partial: " << support::escape_text(s.partial_reason) << "\n";
   if (!s.sites.empty()) {
@@ -102,8 +92,8 @@ void print_mem_summary(const MemorySnapshot& s, std::ostream& os) {
     os << "\n" << padded("site", width) << "  " << padded("live", 10) << "  "
        << padded("count", 7) << "  peak\n";
     for (const SiteMemory& m : s.sites) {
-      os << padded(site_text(m.site), width) << "  " << padded(bytes_text(m.live_bytes), 10)
-         << "  " << padded(std::to_string(m.live_count), 7) << "  " << bytes_text(m.peak_bytes)
+      os << padded(site_text(m.site), width) << "  " << padded(short_bytes(m.live_bytes), 10)
+         << "  " << padded(std::to_string(m.live_count), 7) << "  " << short_bytes(m.peak_bytes)
          << "\n";
     }
   }
@@ -111,7 +101,7 @@ void print_mem_summary(const MemorySnapshot& s, std::ostream& os) {
     os << "\nop scratch (OpCache::release frees live and retired):\n";
     for (const ScratchMemory& m : s.op_scratch) {
       os << "  " << support::escape_text(m.cache) << ": " << support::escape_text(m.tag) << "  "
-         << bytes_text(m.live_bytes) << " live, " << bytes_text(m.retired_bytes) << " retired in "
+         << short_bytes(m.live_bytes) << " live, " << short_bytes(m.retired_bytes) << " retired in "
          << m.retired_count << (m.retired_count == 1 ? " buffer\n" : " buffers\n");
     }
   }
@@ -157,8 +147,8 @@ void print_mem_diff(const MemorySnapshot& a, const MemorySnapshot& b, std::ostre
   const std::int64_t total = static_cast<std::int64_t>(b.totals.live_bytes) -
                              static_cast<std::int64_t>(a.totals.live_bytes);
   os << support::escape_text(a.backend) << " -> " << support::escape_text(b.backend) << ": live "
-     << bytes_text(a.totals.live_bytes) << " -> " << bytes_text(b.totals.live_bytes) << " ("
-     << signed_bytes_text(total) << "), allocations " << a.totals.live_count << " -> "
+     << short_bytes(a.totals.live_bytes) << " -> " << short_bytes(b.totals.live_bytes) << " ("
+     << signed_short_bytes(total) << "), allocations " << a.totals.live_count << " -> "
      << b.totals.live_count << "\n";
   if (!a.complete || !b.complete)
     os << "partial: a snapshot without per-site totals; only the totals compare\n";
@@ -172,8 +162,8 @@ void print_mem_diff(const MemorySnapshot& a, const MemorySnapshot& b, std::ostre
   os << "\n" << padded("site", width) << "  " << padded("change", 12) << "  "
      << padded("before", 10) << "  " << padded("after", 10) << "  allocations\n";
   for (const Change& c : changed) {
-    os << padded(site_text(c.site), width) << "  " << padded(signed_bytes_text(c.delta()), 12)
-       << "  " << padded(bytes_text(c.before), 10) << "  " << padded(bytes_text(c.after), 10)
+    os << padded(site_text(c.site), width) << "  " << padded(signed_short_bytes(c.delta()), 12)
+       << "  " << padded(short_bytes(c.before), 10) << "  " << padded(short_bytes(c.after), 10)
        << "  " << c.count_before << " -> " << c.count_after
        << (c.count_before == 0 ? " (new)" : c.count_after == 0 ? " (gone)" : "") << "\n";
   }

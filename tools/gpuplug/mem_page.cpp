@@ -8,24 +8,14 @@
 #include <vector>
 
 #include "mem.hpp"
+#include "gpuplug/support/text.hpp"
 #include "results.hpp"  // xml_text
 
 namespace gpuplug::tool {
 
 namespace {
 
-std::string bytes_text(std::uint64_t bytes) {
-  static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = static_cast<double>(bytes);
-  std::size_t unit = 0;
-  while (v >= 1024.0 && unit + 1 < std::size(units)) {
-    v /= 1024.0;
-    ++unit;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, unit == 0 ? "%.0f %s" : "%.1f %s", v, units[unit]);
-  return buf;
-}
+using support::short_bytes;
 
 std::string fixed(double v) {
   char buf[32];
@@ -112,7 +102,7 @@ void write_svg(const Timeline& t, std::ostream& os) {
   os << "<line x1=\"" << left << "\" y1=\"" << y(0) << "\" x2=\"" << width - right << "\" y2=\""
      << y(0) << "\" stroke=\"#444\"/>\n";
   os << "<text x=\"" << left - 6 << "\" y=\"" << y(top_bytes) + 4 << "\" text-anchor=\"end\">"
-     << bytes_text(top_bytes) << "</text>\n";
+     << short_bytes(top_bytes) << "</text>\n";
   os << "<text x=\"" << left - 6 << "\" y=\"" << y(0) << "\" text-anchor=\"end\">0</text>\n";
   std::vector<std::uint64_t> base(columns, 0);
   for (std::size_t s = 0; s < t.sites.size(); ++s) {
@@ -140,7 +130,7 @@ void write_svg(const Timeline& t, std::ostream& os) {
     os << "<line id=\"peak\" x1=\"" << fixed(px) << "\" y1=\"" << top << "\" x2=\"" << fixed(px)
        << "\" y2=\"" << y(0) << "\" stroke=\"#c00\" stroke-dasharray=\"4 3\"/>\n";
     os << "<text x=\"" << fixed(std::min(px + 4, width - 160)) << "\" y=\"" << top + 12
-       << "\" fill=\"#c00\">peak " << bytes_text(t.total[t.peak_column]) << "</text>\n";
+       << "\" fill=\"#c00\">peak " << short_bytes(t.total[t.peak_column]) << "</text>\n";
   }
   os << "<text x=\"" << left << "\" y=\"" << height - 8
      << "\">older events &#8594; newer (one step per alloc or free)</text>\n";
@@ -162,12 +152,12 @@ void write_mem_page(const MemorySnapshot& s, std::string_view source, std::ostre
         "vertical-align:middle}\nsvg text{font-size:12px;fill:#333}\n</style></head><body>\n";
   os << "<h1>Memory of " << xml_text(s.backend) << "</h1>\n<p>"
      << xml_text(std::string(source)) << ": " << s.totals.live_count << " live allocations, "
-     << bytes_text(s.totals.live_bytes) << " (peak " << bytes_text(s.totals.peak_bytes) << ")";
+     << short_bytes(s.totals.live_bytes) << " (peak " << short_bytes(s.totals.peak_bytes) << ")";
   if (s.device_memory_limit)
-    os << "; device_memory_limit " << bytes_text(*s.device_memory_limit);
+    os << "; device_memory_limit " << short_bytes(*s.device_memory_limit);
   if (s.device)
-    os << "; device " << bytes_text(s.device->free_bytes) << " free of "
-       << bytes_text(s.device->total_bytes);
+    os << "; device " << short_bytes(s.device->free_bytes) << " free of "
+       << short_bytes(s.device->total_bytes);
   os << ".</p>\n";
   if (!s.complete) os << "<p><strong>Partial:</strong> " << xml_text(s.partial_reason) << "</p>\n";
 
@@ -193,7 +183,7 @@ void write_mem_page(const MemorySnapshot& s, std::string_view source, std::ostre
     }
     os << "<tr><td><span class=\"swatch\" style=\"background:" << palette[i % std::size(palette)]
        << "\"></span>" << xml_text(site_label(t.sites[i])) << "</td><td class=\"n\">"
-       << bytes_text(live) << "</td><td class=\"n\">" << bytes_text(peak) << "</td></tr>\n";
+       << short_bytes(live) << "</td><td class=\"n\">" << short_bytes(peak) << "</td></tr>\n";
   }
   os << "</table>\n";
 
@@ -202,8 +192,8 @@ void write_mem_page(const MemorySnapshot& s, std::string_view source, std::ostre
           "<th>live</th><th>retired</th></tr>\n";
     for (const ScratchMemory& m : s.op_scratch) {
       os << "<tr><td>" << xml_text(m.cache) << "</td><td>" << xml_text(m.tag)
-         << "</td><td class=\"n\">" << bytes_text(m.live_bytes) << "</td><td class=\"n\">"
-         << bytes_text(m.retired_bytes) << " in " << m.retired_count << "</td></tr>\n";
+         << "</td><td class=\"n\">" << short_bytes(m.live_bytes) << "</td><td class=\"n\">"
+         << short_bytes(m.retired_bytes) << " in " << m.retired_count << "</td></tr>\n";
     }
     os << "</table>\n";
   }

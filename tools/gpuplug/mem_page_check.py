@@ -7,31 +7,20 @@ DOM Chromium renders holds a non-empty timeline SVG with one band per call site 
 and the peak marked, and a screenshot shows the bands' colours (more than a blank page's). Exit
 77 (skipped, said so) when no Chromium is installed; scripts/lib/common.sh installs it.
 """
-import atexit
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-from browser import Browser, png_colours  # noqa: E402 (tools/gpuplug/browser.py, beside this)
+from browser import Browser, Checks, png_colours, scratch_folder  # noqa: E402 (tools/gpuplug/browser.py, beside this)
 
 tool, pipeline = sys.argv[1:3]
 browser = Browser.found_or_skip()
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-
-
-work = tempfile.mkdtemp(prefix="gpuplug-mem-page-")
-atexit.register(shutil.rmtree, work, True)
-p = lambda name: os.path.join(work, name)
+check = Checks()
+p = scratch_folder("gpuplug-mem-page-")
 
 r = subprocess.run([pipeline, "--backend", "host", "--steps", "2", "--m", "64", "--n", "64",
                     "--k", "64", "--log-level", "warning", "--memory-snapshot", p("run.json")],
@@ -70,8 +59,5 @@ check(any(b > r + 40 and b > g for r, g, b in colours), "no blue band in the scr
 if os.environ.get("GPUPLUG_MEM_PAGE_SCREENSHOT"):
     shutil.copy(shot, os.environ["GPUPLUG_MEM_PAGE_SCREENSHOT"])  # docs/images/memory-page.png
 
-if failures:
-    print("FAIL:\n  " + "\n  ".join(failures))
-    sys.exit(1)
-print(f"ok: the memory page in {browser.name}: {len(bands)} bands, one per site "
+check.finish(f"ok: the memory page in {browser.name}: {len(bands)} bands, one per site "
       f"(screenshot {len(colours)} colours)")
