@@ -40,7 +40,8 @@ void alloc_free(benchmark::State& state, gpuplug::sdk::AllocationLedger& ledger)
 }
 
 void ledger_alloc_free_history(benchmark::State& state) {
-  gpuplug::sdk::AllocationLedger ledger("bench:0", {}, {}, static_cast<std::size_t>(state.range(1)));
+  gpuplug::sdk::AllocationLedger ledger("bench:0", {}, {},
+                                        static_cast<std::size_t>(state.range(1)));
   alloc_free(state, ledger);
 }
 
@@ -71,8 +72,10 @@ void ledger_snapshot(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(ledger_alloc_free_history)->Name("ledger_alloc_free/history")
-    ->ArgsProduct({{256, 65536}, {0, 4096}})->UseRealTime();
+BENCHMARK(ledger_alloc_free_history)
+    ->Name("ledger_alloc_free/history")
+    ->ArgsProduct({{256, 65536}, {0, 4096}})
+    ->UseRealTime();
 BENCHMARK(ledger_alloc_free_scope)->Name("ledger_alloc_free/scope")->Arg(256)->UseRealTime();
 BENCHMARK(ledger_snapshot)->Arg(1000)->Arg(100000)->Unit(benchmark::kMicrosecond);
 BENCHMARK_MAIN();

@@ -1,14 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // GpuBackend's memory you can see: snapshots, peaks, scopes, and the out-of-memory report with
 // its observer (docs/memory.md).
+#include <algorithm>
+#include <cstdio>
 #include <gpuplug/backend.hpp>
 #include <gpuplug/log.hpp>
 #include <gpuplug/memory.hpp>
 #include <gpuplug/support/failures.hpp>
 #include <gpuplug/support/text.hpp>
-
-#include <algorithm>
-#include <cstdio>
 #include <utility>
 
 namespace gpuplug {
@@ -152,8 +151,7 @@ std::string out_of_memory_report(GpuBackend& gpu, std::size_t bytes, const char*
 
 }  // namespace
 
-DevicePtr GpuBackend::out_of_memory(std::size_t bytes, const char* site,
-                                    const std::string& reason,
+DevicePtr GpuBackend::out_of_memory(std::size_t bytes, const char* site, const std::string& reason,
                                     const std::function<std::optional<DevicePtr>()>& retry) {
   std::string report = out_of_memory_report(*this, bytes, site, reason);
   std::shared_ptr<const OutOfMemoryObserver> observer;
@@ -169,9 +167,9 @@ DevicePtr GpuBackend::out_of_memory(std::size_t bytes, const char* site,
     } catch (...) {
       observing = outer;
       // The caller gets the out-of-memory it can handle, saying the observer failed too.
-      throw Error(Status::out_of_memory, std::string(name()), "alloc",
-                  report + "; the out-of-memory observer failed: " +
-                      support::describe_current_exception());
+      throw Error(
+          Status::out_of_memory, std::string(name()), "alloc",
+          report + "; the out-of-memory observer failed: " + support::describe_current_exception());
     }
     observing = outer;
     if (action == OutOfMemoryAction::retry) {

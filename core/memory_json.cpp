@@ -1,14 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // A memory snapshot as JSON (schema 1, share/gpuplug/memory.schema.json) and read back: the
 // plugin's ledger part, a snapshot file for `gpuplug mem`.
-#include <gpuplug/memory.hpp>
-#include <gpuplug/support/escape.hpp>
-
 #include <boost/property_tree/json_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
 #include <charconv>
 #include <cinttypes>
 #include <cstdio>
+#include <gpuplug/memory.hpp>
+#include <gpuplug/support/escape.hpp>
 #include <sstream>
 
 namespace gpuplug {
@@ -71,9 +70,8 @@ DevicePtr address_field(const ptree& t, const char* key, const std::string& sour
   const std::string text = string_field(t, key, source, where);
   std::uint64_t v = 0;
   const bool hex = text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X');
-  const auto [end, ec] =
-      hex ? std::from_chars(text.data() + 2, text.data() + text.size(), v, 16)
-          : std::from_chars(text.data(), text.data() + text.size(), v, 10);
+  const auto [end, ec] = hex ? std::from_chars(text.data() + 2, text.data() + text.size(), v, 16)
+                             : std::from_chars(text.data(), text.data() + text.size(), v, 10);
   if (ec != std::errc() || end != text.data() + text.size())
     bad(source, where + "\"" + key + "\" is not an address: '" + text + "'");
   return DevicePtr{v};
@@ -120,8 +118,9 @@ std::string to_json(const MemorySnapshot& s) {
   for (std::size_t i = 0; i < s.sites.size(); ++i) {
     const SiteMemory& t = s.sites[i];
     out += (i ? ",\n    " : "\n    ") + std::string("{\"site\": ") + json_string(t.site) +
-           ", \"live_bytes\": " + number(t.live_bytes) + ", \"live_count\": " +
-           number(t.live_count) + ", \"peak_bytes\": " + number(t.peak_bytes) + "}";
+           ", \"live_bytes\": " + number(t.live_bytes) +
+           ", \"live_count\": " + number(t.live_count) +
+           ", \"peak_bytes\": " + number(t.peak_bytes) + "}";
   }
   out += "],\n  \"allocations\": [";
   for (std::size_t i = 0; i < s.allocations.size(); ++i) {
@@ -136,10 +135,10 @@ std::string to_json(const MemorySnapshot& s) {
   for (std::size_t i = 0; i < s.history.size(); ++i) {
     const MemoryEvent& e = s.history[i];
     out += (i ? ",\n    " : "\n    ") + std::string("{\"sequence\": ") + number(e.sequence) +
-           ", \"time_ns\": " + number(e.time_ns) + ", \"action\": " +
-           (e.is_free ? "\"free\"" : "\"alloc\"") + ", \"ptr\": " + address(e.ptr) +
-           ", \"bytes\": " + number(e.bytes) + ", \"kind\": " + kind_name(e.kind) +
-           ", \"site\": " + json_string(e.site) + "}";
+           ", \"time_ns\": " + number(e.time_ns) +
+           ", \"action\": " + (e.is_free ? "\"free\"" : "\"alloc\"") +
+           ", \"ptr\": " + address(e.ptr) + ", \"bytes\": " + number(e.bytes) +
+           ", \"kind\": " + kind_name(e.kind) + ", \"site\": " + json_string(e.site) + "}";
   }
   out += "]},\n  \"op_scratch\": [";
   for (std::size_t i = 0; i < s.op_scratch.size(); ++i) {
@@ -184,16 +183,15 @@ MemorySnapshot parse_memory_snapshot(std::string_view text, const std::string& s
   s.totals.total_allocs = unsigned_field(totals, "total_allocs", source, tw);
   s.totals.total_frees = unsigned_field(totals, "total_frees", source, tw);
   each(root, "sites", source, [&](const ptree& e, const std::string& w) {
-    s.sites.push_back({string_field(e, "site", source, w),
-                       unsigned_field(e, "live_bytes", source, w),
-                       unsigned_field(e, "live_count", source, w),
-                       unsigned_field(e, "peak_bytes", source, w)});
+    s.sites.push_back(
+        {string_field(e, "site", source, w), unsigned_field(e, "live_bytes", source, w),
+         unsigned_field(e, "live_count", source, w), unsigned_field(e, "peak_bytes", source, w)});
   });
   each(root, "allocations", source, [&](const ptree& e, const std::string& w) {
-    s.allocations.push_back({address_field(e, "ptr", source, w), unsigned_field(e, "bytes", source, w),
-                             kind_field(e, source, w), string_field(e, "site", source, w),
-                             unsigned_field(e, "sequence", source, w),
-                             optional_unsigned(e, "time_ns", source, w)});
+    s.allocations.push_back(
+        {address_field(e, "ptr", source, w), unsigned_field(e, "bytes", source, w),
+         kind_field(e, source, w), string_field(e, "site", source, w),
+         unsigned_field(e, "sequence", source, w), optional_unsigned(e, "time_ns", source, w)});
   });
   if (const auto h = root.get_child_optional("history")) {
     s.history_capacity = unsigned_field(*h, "capacity", source, "history: ");
@@ -204,8 +202,9 @@ MemorySnapshot parse_memory_snapshot(std::string_view text, const std::string& s
         bad(source, "history." + w + "\"action\" is '" + action + "', not alloc or free");
       s.history.push_back({unsigned_field(e, "sequence", source, w),
                            unsigned_field(e, "time_ns", source, w), action == "free",
-                           address_field(e, "ptr", source, w), unsigned_field(e, "bytes", source, w),
-                           kind_field(e, source, w), string_field(e, "site", source, w)});
+                           address_field(e, "ptr", source, w),
+                           unsigned_field(e, "bytes", source, w), kind_field(e, source, w),
+                           string_field(e, "site", source, w)});
     });
   }
   each(root, "op_scratch", source, [&](const ptree& e, const std::string& w) {

@@ -89,7 +89,8 @@ class PluginBackend final : public GpuBackend {
  private:
   static void log_callback(void* user, gpuplug_log_level_t level, const char* message);
   std::string last_error() const;
-  /// alloc's cold path after OUT_OF_MEMORY: the report and the observer (GpuBackend::out_of_memory).
+  /// alloc's cold path after OUT_OF_MEMORY: the report and the observer
+  /// (GpuBackend::out_of_memory).
   [[gnu::cold]] DevicePtr alloc_out_of_memory(std::size_t bytes, const char* site);
   std::string c_name(std::string_view name, const char* op, const char* what) const;
   /// Refuses the null event before the plugin sees it, naming `operation` and the role.

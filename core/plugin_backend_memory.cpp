@@ -44,9 +44,7 @@ MemorySnapshot PluginBackend::ledger_snapshot() {
               "the plugin's ledger_snapshot kept growing while it was read");
 }
 
-void PluginBackend::reset_peak() {
-  check(optional_.ledger_reset_peak(*this), "reset_peak");
-}
+void PluginBackend::reset_peak() { check(optional_.ledger_reset_peak(*this), "reset_peak"); }
 
 std::uint64_t PluginBackend::begin_memory_scope() {
   std::uint64_t scope = 0;

@@ -10,8 +10,8 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
-#include <stdexcept>
 #include <sstream>
+#include <stdexcept>
 
 namespace gemm_pipeline {
 

@@ -3,13 +3,11 @@
 // out-of-memory observer (docs/memory.md).
 #pragma once
 
-#include <gpuplug/config.hpp>  // first: the C++20 check, the export region
-
-#include <gpuplug/types.hpp>
-
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <gpuplug/config.hpp>  // first: the C++20 check, the export region
+#include <gpuplug/types.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -82,7 +80,7 @@ struct MemorySnapshot {
   LedgerStats totals;
   std::optional<std::uint64_t> device_memory_limit;
   std::optional<MemoryInfo> device;  // the device's free and total memory; nullopt if unknown
-  std::vector<SiteMemory> sites;           // by live bytes, largest first
+  std::vector<SiteMemory> sites;     // by live bytes, largest first
   std::vector<LiveAllocation> allocations;  // by sequence
   std::uint64_t history_capacity = 0;       // 0: memory_history is off
   std::uint64_t history_dropped = 0;        // events the ring overwrote

@@ -348,9 +348,10 @@ std::uint64_t AllocationLedger::now_ns() const noexcept {
 void AllocationLedger::record_event(const Live& live, bool is_free) noexcept {
   Event& slot = history_[history_next_];
   if (slot.site != nullptr) slot.site->second.history_refs -= 1;
-  // A free's event carries the free's own number; an allocation's, the allocation's.
+  // A free's event carries the free's own number and time; an allocation's, the allocation's.
+  const bool now = is_free || live.time_ns == 0;
   slot = Event{is_free ? sequence_ : live.sequence,
-               is_free ? now_ns() : live.time_ns != 0 ? live.time_ns : now_ns(),
+               now ? now_ns() : live.time_ns,
                live.ptr,
                live.bytes,
                live.site,
@@ -366,7 +367,7 @@ LedgerSnapshot AllocationLedger::snapshot() const {
   out.owner = owner_;
   out.device_memory_limit = limit_;
   out.history_capacity = history_.size();
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   out.counters = counters_;
   out.sites.reserve(sites_.size());
   for (const auto& [name, state] : sites_) {
@@ -377,8 +378,8 @@ LedgerSnapshot AllocationLedger::snapshot() const {
   exact_.for_each([&](const Live& l) {
     out.allocations.push_back({l.ptr, l.bytes, l.kind, l.site->first, l.sequence, l.time_ns});
   });
-  const std::size_t kept = static_cast<std::size_t>(
-      std::min<std::uint64_t>(history_written_, history_.size()));
+  const std::size_t kept =
+      static_cast<std::size_t>(std::min<std::uint64_t>(history_written_, history_.size()));
   out.history_dropped = history_written_ - kept;
   out.history.reserve(kept);
   // The oldest kept event is `kept` slots behind the next one to write.
@@ -387,7 +388,7 @@ LedgerSnapshot AllocationLedger::snapshot() const {
     out.history.push_back(
         {e.sequence, e.time_ns, e.ptr, e.bytes, e.kind, e.is_free != 0, e.site->first});
   }
-  // Sorting needs no lock; but the copies above are all it needs, so it runs after them anyway.
+  lock.unlock();  // the copies are consistent; sorting them needs no lock
   std::sort(out.sites.begin(), out.sites.end(), [](const SiteTotals& a, const SiteTotals& b) {
     if (a.live_bytes != b.live_bytes) return a.live_bytes > b.live_bytes;
     if (a.peak_bytes != b.peak_bytes) return a.peak_bytes > b.peak_bytes;
@@ -418,9 +419,9 @@ ScopeResult AllocationLedger::end_scope(std::uint64_t id) {
     const auto it = std::find_if(scopes_.begin(), scopes_.end(),
                                  [&](const OpenScope& s) { return s.id == id; });
     if (it != scopes_.end()) {
-      const ScopeResult result{it->high - it->base,
-                               static_cast<std::int64_t>(counters_.live_bytes) -
-                                   static_cast<std::int64_t>(it->base)};
+      const ScopeResult result{
+          it->high - it->base,
+          static_cast<std::int64_t>(counters_.live_bytes) - static_cast<std::int64_t>(it->base)};
       scopes_.erase(it);
       return result;
     }

@@ -144,8 +144,8 @@ class AllocationLedger {
   /// `history_capacity` > 0 keeps a ring of the last that many alloc and free events (the
   /// `memory_history` option); 0 keeps none and costs nothing on alloc and free.
   explicit AllocationLedger(std::string owner,
-                            std::optional<std::uint64_t> device_memory_limit = {},
-                            LogSink log = {}, std::size_t history_capacity = 0);
+                            std::optional<std::uint64_t> device_memory_limit = {}, LogSink log = {},
+                            std::size_t history_capacity = 0);
   AllocationLedger(const AllocationLedger&) = delete;
   AllocationLedger& operator=(const AllocationLedger&) = delete;
   ~AllocationLedger();
@@ -337,8 +337,8 @@ class AllocationLedger {
   std::uint64_t live_device_bytes_ = 0;
   std::uint64_t reserved_device_bytes_ = 0;
   mutable detail::IntervalIndex index_;  // its notes first: commit touches them
-  std::uint64_t sequence_ = 0;             // the last event number given out (alloc and free)
-  std::vector<OpenScope> scopes_;          // empty but for MemoryScopes: one test on alloc
+  std::uint64_t sequence_ = 0;           // the last event number given out (alloc and free)
+  std::vector<OpenScope> scopes_;        // empty but for MemoryScopes: one test on alloc
   // The history ring: empty (capacity 0) unless memory_history is set; sized once at
   // construction so recording never allocates. history_next_ is the slot written next.
   std::vector<Event> history_;

@@ -41,8 +41,9 @@ std::string to_json(const LedgerSnapshot& s) {
   for (std::size_t i = 0; i < s.sites.size(); ++i) {
     const SiteTotals& t = s.sites[i];
     out += (i ? ", " : "") + std::string("{\"site\": ") + json_string(t.site) +
-           ", \"live_bytes\": " + number(t.live_bytes) + ", \"live_count\": " +
-           number(t.live_count) + ", \"peak_bytes\": " + number(t.peak_bytes) + "}";
+           ", \"live_bytes\": " + number(t.live_bytes) +
+           ", \"live_count\": " + number(t.live_count) +
+           ", \"peak_bytes\": " + number(t.peak_bytes) + "}";
   }
   out += "], \"allocations\": [";
   for (std::size_t i = 0; i < s.allocations.size(); ++i) {
@@ -57,10 +58,10 @@ std::string to_json(const LedgerSnapshot& s) {
   for (std::size_t i = 0; i < s.history.size(); ++i) {
     const HistoryEvent& e = s.history[i];
     out += (i ? ", " : "") + std::string("{\"sequence\": ") + number(e.sequence) +
-           ", \"time_ns\": " + number(e.time_ns) + ", \"action\": " +
-           (e.is_free ? "\"free\"" : "\"alloc\"") + ", \"ptr\": " + address(e.ptr) +
-           ", \"bytes\": " + number(e.bytes) + ", \"kind\": " + kind_name(e.kind) +
-           ", \"site\": " + json_string(e.site) + "}";
+           ", \"time_ns\": " + number(e.time_ns) +
+           ", \"action\": " + (e.is_free ? "\"free\"" : "\"alloc\"") +
+           ", \"ptr\": " + address(e.ptr) + ", \"bytes\": " + number(e.bytes) +
+           ", \"kind\": " + kind_name(e.kind) + ", \"site\": " + json_string(e.site) + "}";
   }
   out += "]}}";
   return out;

@@ -24,9 +24,11 @@
 // GPUPLUG_STATUS_INTERNAL. Nothing ever propagates across the C boundary.
 // Lifetimes: the table is a constant; plugins keep no static objects with destructors.
 //
-// One SDK, two headers. The SDK compiles against the current <gpuplug/abi.h> (ABI 1.1) and
-// against the frozen 1.0 header (tests/abi/v1_0/gpuplug/abi.h), which the ABI skew tests put
-// first on the include path to build a real 1.0 plugin (tests/abi). Whatever uses a slot, field
+// One SDK, every header of the major. The SDK compiles against the current <gpuplug/abi.h> (ABI
+// 1.2), against the frozen 1.1 header (tests/abi/v1_1) and against the frozen 1.0 header
+// (tests/abi/v1_0/gpuplug/abi.h), which the ABI skew tests put first on the include path to
+// build a real 1.0 plugin (tests/abi). The same holds for 1.2 with `>= 2` (the memory slots of
+// fill_instance_slots, make_table_v1_1). Whatever uses a slot, field
 // or macro that ABI 1.1 added (the event slots, inspect_module, the identity fields of
 // gpuplug_device_info_t, GPUPLUG_PLUGIN_V1_0_SIZE, ...) sits inside
 //     #if GPUPLUG_ABI_VERSION_MINOR >= 1
@@ -38,7 +40,7 @@
 // 1.1 table points to is then unused, so mark it [[maybe_unused]] (or guard it with the slot).
 // Built against 1.0, the table simply ends at load_module_file, and hosts use the defaults of
 // docs/architecture.md (ABI-2) for the rest. tests/abi builds the SDK from this target's own
-// sources against the frozen header, so a guard that is missing fails the build there.
+// sources against the frozen headers, so a guard that is missing fails the build there.
 // clang-format on
 
 #include <gpuplug/abi.h>

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The core's side of ABI-3 (docs/architecture.md): how much of a published table it reads.
 #define BOOST_TEST_MODULE abi_table_copy
-#include <algorithm>
 #include <gpuplug/abi.h>
 
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cstring>
 

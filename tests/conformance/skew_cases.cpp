@@ -251,9 +251,9 @@ void exercise(Context& ctx, const Table& table, std::size_t covered, const std::
     const MemorySnapshot snapshot = gpu->memory_snapshot();
     const bool has_slot =
         covered >= offsetof(Table, ledger_snapshot) + sizeof(void*) && table.ledger_snapshot;
-    GPUPLUG_CHECK_MSG(snapshot.complete == has_slot,
-                      "breaks ABI-2: the memory snapshot through "
-                          << what << " says complete=" << snapshot.complete);
+    GPUPLUG_CHECK_MSG(snapshot.complete == has_slot, "breaks ABI-2: the memory snapshot through "
+                                                         << what
+                                                         << " says complete=" << snapshot.complete);
     (void)parse_memory_snapshot(to_json(snapshot), what);
   }
 

@@ -6,12 +6,11 @@
 // Each function is the body of one test case; `make` creates a fresh backend of the plugin under
 // test with the given options, so that each check starts from an empty ledger.
 
-#include <boost/test/unit_test.hpp>
-#include <gpuplug/gpuplug.hpp>
-
 #include <algorithm>
 #include <atomic>
+#include <boost/test/unit_test.hpp>
 #include <functional>
+#include <gpuplug/gpuplug.hpp>
 #include <memory>
 #include <string>
 #include <thread>
@@ -206,8 +205,7 @@ inline void check_out_of_memory_report(const MakeBackend& make) {
     BOOST_TEST((e.status() == Status::out_of_memory));
     BOOST_TEST(contains(m, "out of memory allocating 512.0 KiB at grow_cache"), m);
     // The live and the retired buffer share their site.
-    BOOST_TEST(contains(m, "956.0 KiB live: 556.0 KiB op scratch: act, 400.0 KiB load_weights"),
-               m);
+    BOOST_TEST(contains(m, "956.0 KiB live: 556.0 KiB op scratch: act, 400.0 KiB load_weights"), m);
     BOOST_TEST(contains(m, "device_memory_limit 1.0 MiB"), m);
     BOOST_TEST(contains(m, "op scratch held: 300.0 KiB live, 256.0 KiB retired"), m);
   }

@@ -2,7 +2,6 @@
 // `gpuplug mem`: reads snapshots (GpuBackend::memory_snapshot as JSON) and prints their summary
 // or their difference, or writes their page (mem_page.cpp).
 #include "mem.hpp"
-#include "gpuplug/support/text.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -15,6 +14,7 @@
 
 #include "gpuplug/support/escape.hpp"
 #include "gpuplug/support/regular_file.hpp"
+#include "gpuplug/support/text.hpp"
 
 namespace gpuplug::tool {
 
@@ -89,8 +89,9 @@ void print_mem_summary(const MemorySnapshot& s, std::ostream& os) {
     std::size_t width = 4;
     for (const SiteMemory& m : s.sites) width = std::max(width, site_text(m.site).size());
     width = std::min<std::size_t>(width, 60);
-    os << "\n" << padded("site", width) << "  " << padded("live", 10) << "  "
-       << padded("count", 7) << "  peak\n";
+    os << "\n"
+       << padded("site", width) << "  " << padded("live", 10) << "  " << padded("count", 7)
+       << "  peak\n";
     for (const SiteMemory& m : s.sites) {
       os << padded(site_text(m.site), width) << "  " << padded(short_bytes(m.live_bytes), 10)
          << "  " << padded(std::to_string(m.live_count), 7) << "  " << short_bytes(m.peak_bytes)
@@ -159,13 +160,17 @@ void print_mem_diff(const MemorySnapshot& a, const MemorySnapshot& b, std::ostre
   std::size_t width = 4;
   for (const Change& c : changed) width = std::max(width, site_text(c.site).size());
   width = std::min<std::size_t>(width, 60);
-  os << "\n" << padded("site", width) << "  " << padded("change", 12) << "  "
-     << padded("before", 10) << "  " << padded("after", 10) << "  allocations\n";
+  os << "\n"
+     << padded("site", width) << "  " << padded("change", 12) << "  " << padded("before", 10)
+     << "  " << padded("after", 10) << "  allocations\n";
   for (const Change& c : changed) {
     os << padded(site_text(c.site), width) << "  " << padded(signed_short_bytes(c.delta()), 12)
        << "  " << padded(short_bytes(c.before), 10) << "  " << padded(short_bytes(c.after), 10)
        << "  " << c.count_before << " -> " << c.count_after
-       << (c.count_before == 0 ? " (new)" : c.count_after == 0 ? " (gone)" : "") << "\n";
+       << (c.count_before == 0  ? " (new)"
+           : c.count_after == 0 ? " (gone)"
+                                : "")
+       << "\n";
   }
 }
 

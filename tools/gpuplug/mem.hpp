@@ -3,7 +3,6 @@
 #pragma once
 
 #include <gpuplug/memory.hpp>
-
 #include <ostream>
 #include <span>
 #include <string_view>

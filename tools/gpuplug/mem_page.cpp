@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "mem.hpp"
 #include "gpuplug/support/text.hpp"
+#include "mem.hpp"
 #include "results.hpp"  // xml_text
 
 namespace gpuplug::tool {
@@ -35,7 +35,7 @@ std::string site_label(const std::string& site) { return site.empty() ? "<no sit
 /// backwards from the snapshot's per-site live bytes, which the history ends at (both are read
 /// under the ledger's one lock). Column 0 is the state before the first kept event.
 struct Timeline {
-  std::vector<std::string> sites;               // bands, bottom first: largest peak first
+  std::vector<std::string> sites;                // bands, bottom first: largest peak first
   std::vector<std::vector<std::uint64_t>> live;  // [site][column]
   std::vector<std::uint64_t> total;              // [column]
   std::size_t peak_column = 0;
@@ -64,7 +64,9 @@ Timeline timeline(const MemorySnapshot& s) {
   // Bottom band first: the site with the highest peak in the window.
   std::vector<std::size_t> order(t.sites.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  const auto peak = [&](std::size_t i) { return *std::max_element(t.live[i].begin(), t.live[i].end()); };
+  const auto peak = [&](std::size_t i) {
+    return *std::max_element(t.live[i].begin(), t.live[i].end());
+  };
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t a, std::size_t b) { return peak(a) > peak(b); });
   Timeline sorted;
@@ -144,17 +146,17 @@ void write_mem_page(const MemorySnapshot& s, std::string_view source, std::ostre
   os << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
         "style-src 'unsafe-inline'\">\n<title>gpuplug memory: "
-     << xml_text(s.backend) << "</title>\n<style>\n"
+     << xml_text(s.backend)
+     << "</title>\n<style>\n"
         "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}\n"
         "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;"
         "padding:2px 8px;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}\n"
         ".swatch{display:inline-block;width:.9em;height:.9em;margin-right:.4em;"
         "vertical-align:middle}\nsvg text{font-size:12px;fill:#333}\n</style></head><body>\n";
-  os << "<h1>Memory of " << xml_text(s.backend) << "</h1>\n<p>"
-     << xml_text(std::string(source)) << ": " << s.totals.live_count << " live allocations, "
-     << short_bytes(s.totals.live_bytes) << " (peak " << short_bytes(s.totals.peak_bytes) << ")";
-  if (s.device_memory_limit)
-    os << "; device_memory_limit " << short_bytes(*s.device_memory_limit);
+  os << "<h1>Memory of " << xml_text(s.backend) << "</h1>\n<p>" << xml_text(std::string(source))
+     << ": " << s.totals.live_count << " live allocations, " << short_bytes(s.totals.live_bytes)
+     << " (peak " << short_bytes(s.totals.peak_bytes) << ")";
+  if (s.device_memory_limit) os << "; device_memory_limit " << short_bytes(*s.device_memory_limit);
   if (s.device)
     os << "; device " << short_bytes(s.device->free_bytes) << " free of "
        << short_bytes(s.device->total_bytes);
@@ -205,8 +207,8 @@ void write_mem_page(const MemorySnapshot& s, std::string_view source, std::ostre
        << "</td><td>" << (a.kind == AllocKind::managed ? "managed" : "device") << "</td><td>"
        << xml_text(site_label(a.site)) << "</td><td class=\"n\">" << a.sequence << "</td></tr>\n";
   }
-  os << "</table>\n<p><small>Written by <code>gpuplug mem</code>; snapshot schema "
-     << s.schema << ".</small></p>\n</body></html>\n";
+  os << "</table>\n<p><small>Written by <code>gpuplug mem</code>; snapshot schema " << s.schema
+     << ".</small></p>\n</body></html>\n";
 }
 
 }  // namespace gpuplug::tool
