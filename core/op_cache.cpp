@@ -9,6 +9,7 @@
 #include <gpuplug/support/failures.hpp>
 #include <gpuplug/support/text.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -83,7 +84,6 @@ OpCache::OpCache(GpuBackend& gpu, std::string_view name) : OpCache() {
   if (!name.empty()) {
     s.model_name.assign(name);
     s.label_text.append(" (").append(name).append(")");
-    s.scratch_site.append(" (").append(name).append(")");
   }
   s.kernels = shared.impl_->kernels;
   kernels_ = s.kernels.get();
@@ -292,7 +292,10 @@ DevicePtr OpCache::Impl::scratch_miss(GpuBackend& gpu, std::string_view tag, std
   } else {
     s.retired_scratch.reserve(s.retired_scratch.size() + 1);
   }
-  const DevicePtr ptr = gpu.alloc(bytes, s.scratch_site.c_str());
+  // The ledger's site names the tag, so a snapshot or an out-of-memory report says which
+  // scratch holds the memory ("op scratch: act"); the ledger copies it.
+  const std::string site = s.label_text + ": " + std::string(tag);
+  const DevicePtr ptr = gpu.alloc(bytes, site.c_str());
 
   // Commit; nothing below throws.
   if (fresh) {
@@ -402,6 +405,32 @@ bool OpCache::first_shape(std::string_view name, std::uint64_t m, std::uint64_t 
 std::size_t OpCache::kernel_count() const noexcept { return kernels_->kernels.size(); }
 
 std::size_t OpCache::scratch_count() const noexcept { return impl_->scratch.size(); }
+
+std::vector<ScratchMemory> OpCache::scratch_memory() const {
+  const Impl& s = *impl_;
+  std::lock_guard lock(s.scratch_mutex);
+  std::vector<ScratchMemory> out;
+  out.reserve(s.scratch.size());
+  s.scratch.for_each([&](const ScratchEntry& e) {
+    out.push_back({s.label_text, std::string(e.tag.view()), e.live().bytes, 0, 0});
+  });
+  for (const RetiredScratch& r : s.retired_scratch) {
+    // Every retired buffer's entry is still in the table (entries are never removed but by
+    // release, which empties both).
+    for (ScratchMemory& m : out) {
+      if (m.tag == r.entry->tag.view()) {
+        m.retired_bytes += r.record.bytes;
+        m.retired_count += 1;
+        break;
+      }
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const ScratchMemory& a, const ScratchMemory& b) {
+    const auto held = [](const ScratchMemory& m) { return m.live_bytes + m.retired_bytes; };
+    return held(a) != held(b) ? held(a) > held(b) : a.tag < b.tag;
+  });
+  return out;
+}
 
 bool OpCache::is_model_cache() const noexcept { return impl_->model; }
 

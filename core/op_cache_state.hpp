@@ -23,7 +23,6 @@ namespace gpuplug {
 namespace op_cache_detail {
 
 
-constexpr const char* kScratchSite = "OpCache::scratch";
 constexpr const char* kFallbackSite = "OpCache::alloc_with_fallback";
 
 using detail::InsertOnlyTable;
@@ -197,7 +196,7 @@ struct OpCache::Impl {
 
   // Touched by misses only, on cache lines apart from what hits read. One mutex per table:
   // misses on different tables do not wait on each other.
-  alignas(64) std::mutex scratch_mutex;
+  alignas(64) mutable std::mutex scratch_mutex;  // mutable: scratch_memory() reads under it
   std::mutex gates_mutex;
   std::mutex counters_mutex;
   std::atomic<bool> fallback_warned{false};
@@ -217,8 +216,8 @@ struct OpCache::Impl {
   // Set at construction, then constant.
   bool model = false;                        // made by OpCache(gpu, name)
   std::string model_name;                    // "model A"; empty when unnamed
-  std::string label_text = "op scratch";     // "op scratch (model A)"
-  std::string scratch_site = kScratchSite;   // "OpCache::scratch (model A)": copied by the ledger
+  // "op scratch (model A)"; also the start of each scratch buffer's ledger site, "<label>: <tag>"
+  std::string label_text = "op scratch";
 
   void drop_retired_scratch() noexcept { retired_scratch.clear(); }
 

@@ -173,7 +173,10 @@ void PluginBackend::throw_status(gpuplug_status_t status, std::string_view opera
 
 DevicePtr PluginBackend::alloc(std::size_t bytes, const char* site) {
   std::uint64_t out = 0;
-  check(table_.alloc(instance_, bytes, site, &out), "alloc");
+  const gpuplug_status_t status = table_.alloc(instance_, bytes, site, &out);
+  if (status == GPUPLUG_STATUS_OUT_OF_MEMORY) [[unlikely]]
+    return alloc_out_of_memory(bytes, site);
+  check(status, "alloc");
   return DevicePtr{out};
 }
 

@@ -73,6 +73,7 @@ class PluginBackend final : public GpuBackend {
   LedgerStats ledger_stats() override;
   std::string alloc_report(std::size_t top_n) override;
   LedgerStats sweep_unreleased() override;
+  void reset_peak() override;
 
   /// "validate, trace": the layers this backend runs with, top first; "" when none.
   std::string layer_names() const;
@@ -95,6 +96,10 @@ class PluginBackend final : public GpuBackend {
  protected:
   /// The plugin's load_module_file slot with the path, or the default (read + load_module).
   void load_module_path(std::string_view name, const std::filesystem::path& file) override;
+  // Memory you can see (plugin_backend_memory.cpp): the ABI 1.2 slots or their defaults.
+  MemorySnapshot ledger_snapshot() override;
+  std::uint64_t begin_memory_scope() override;
+  MemoryScopeResult end_memory_scope(std::uint64_t scope) override;
 
  private:
   static void log_callback(void* user, gpuplug_log_level_t level, const char* message);
@@ -104,6 +109,9 @@ class PluginBackend final : public GpuBackend {
   /// The message of this thread's last failure: a layer's (set_error) when one set it, else the
   /// plugin's last_error slot (through the layers). Reading a layer's message clears it.
   std::string last_error() const;
+  /// alloc's cold path after OUT_OF_MEMORY: the report and the observer
+  /// (GpuBackend::out_of_memory).
+  [[gnu::cold]] DevicePtr alloc_out_of_memory(std::size_t bytes, const char* site);
   std::string c_name(std::string_view name, const char* op, const char* what) const;
   /// Refuses the null event before the plugin sees it, naming `operation` and the role.
   void check_event(Event event, const char* operation, const char* role = "event") const;

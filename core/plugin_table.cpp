@@ -129,6 +129,24 @@ std::size_t default_ledger_report(const PluginBackend& b, std::uint32_t, char* b
   return support::copy_out(text, buf, size);
 }
 
+// ABI 1.2 memory slots: a plugin without them cannot reset peaks or count scopes.
+gpuplug_status_t default_ledger_reset_peak(const PluginBackend& b) {
+  unsupported(b, "reset_peak");
+}
+
+gpuplug_status_t default_ledger_scope_begin(const PluginBackend& b, std::uint64_t*) {
+  unsupported(b, "memory scope");
+}
+
+gpuplug_status_t default_ledger_scope_end(const PluginBackend& b, std::uint64_t, std::uint64_t*,
+                                          std::int64_t*) {
+  unsupported(b, "memory scope");
+}
+
+std::size_t forward_snapshot(const PluginBackend& b, char* buf, std::size_t size) {
+  return b.table().ledger_snapshot(b.instance(), buf, size);
+}
+
 // A plugin without load_module_file (older than the slot, or one that keeps it null): the core
 // reads the file, as it did before the slot existed, and hands the plugin the bytes.
 gpuplug_status_t default_load_module_file(const PluginBackend& b, const char* name,
@@ -206,6 +224,10 @@ std::size_t known_table_size(const gpuplug_plugin_v1& published) noexcept {
   if (GPUPLUG_ABI_MAJOR(published.abi_version) == GPUPLUG_ABI_VERSION_MAJOR &&
       GPUPLUG_ABI_MINOR(published.abi_version) == 0)
     n = std::min<std::size_t>(n, GPUPLUG_PLUGIN_V1_0_SIZE);
+  // Likewise a 1.1 table ends at inspect_module: no memory slot of 1.2 is read from it.
+  if (GPUPLUG_ABI_MAJOR(published.abi_version) == GPUPLUG_ABI_VERSION_MAJOR &&
+      GPUPLUG_ABI_MINOR(published.abi_version) == 1)
+    n = std::min<std::size_t>(n, GPUPLUG_PLUGIN_V1_1_SIZE);
   return n;
 }
 
@@ -290,6 +312,16 @@ OptionalSlots resolve_optional_slots(const gpuplug_plugin_v1& t) noexcept {
   pick(s.event_synchronize, events, &forward<&T::event_synchronize>, &default_event_synchronize);
   pick(s.event_query, events, &forward<&T::event_query>, &default_event_query);
   pick(s.event_elapsed_ms, events, &forward<&T::event_elapsed_ms>, &default_event_elapsed_ms);
+  // ABI 1.2, appended: zero in the copy of a 1.0 or 1.1 table. The snapshot stays null without
+  // the slot (PluginBackend then builds a partial one from ledger_stats); the scope slots come
+  // as a pair.
+  s.ledger_snapshot = t.ledger_snapshot != nullptr ? &forward_snapshot : nullptr;
+  pick(s.ledger_reset_peak, t.ledger_reset_peak != nullptr, &forward<&T::ledger_reset_peak>,
+       &default_ledger_reset_peak);
+  const bool scopes = t.ledger_scope_begin != nullptr && t.ledger_scope_end != nullptr;
+  pick(s.ledger_scope_begin, scopes, &forward<&T::ledger_scope_begin>,
+       &default_ledger_scope_begin);
+  pick(s.ledger_scope_end, scopes, &forward<&T::ledger_scope_end>, &default_ledger_scope_end);
   return s;
 }
 

@@ -85,6 +85,14 @@ struct OptionalSlots {
   gpuplug_status_t (*event_synchronize)(const PluginBackend&, std::uint64_t);
   gpuplug_status_t (*event_query)(const PluginBackend&, std::uint64_t, std::int32_t*);
   gpuplug_status_t (*event_elapsed_ms)(const PluginBackend&, std::uint64_t, std::uint64_t, float*);
+
+  // ABI 1.2 memory slots. nullptr ledger_snapshot: the plugin predates it (memory_snapshot is
+  // then partial, from ledger_stats). The others default to Error(unsupported) naming the ABI.
+  std::size_t (*ledger_snapshot)(const PluginBackend&, char*, std::size_t);
+  gpuplug_status_t (*ledger_reset_peak)(const PluginBackend&);
+  gpuplug_status_t (*ledger_scope_begin)(const PluginBackend&, std::uint64_t*);
+  gpuplug_status_t (*ledger_scope_end)(const PluginBackend&, std::uint64_t, std::uint64_t*,
+                                       std::int64_t*);
 };
 
 /// Thunks for the slots `table` fills, the defaults of abi.h for those it leaves null.

@@ -16,11 +16,15 @@
   X(stream_create) X(stream_destroy) X(stream_synchronize) X(synchronize) X(load_module)      \
   X(unload_module) X(has_module) X(get_function) X(get_global) X(launch) X(ledger_stats)      \
   X(ledger_report) X(sweep_unreleased) X(load_module_file) X(event_create) X(event_destroy)   \
-  X(event_record) X(stream_wait_event) X(event_synchronize) X(event_query) X(event_elapsed_ms)
+  X(event_record) X(stream_wait_event) X(event_synchronize) X(event_query) X(event_elapsed_ms)   \
+  X(ledger_snapshot) X(ledger_reset_peak) X(ledger_scope_begin) X(ledger_scope_end)
 
+// inspect_module (ABI 1.1), between them, is plugin-level: the plugin's own, never layered.
 static_assert(offsetof(gpuplug_plugin_v1, event_elapsed_ms) + sizeof(void*) ==
                       offsetof(gpuplug_plugin_v1, inspect_module) &&
-                  sizeof(gpuplug_plugin_v1) == GPUPLUG_PLUGIN_V1_1_SIZE,
+                  offsetof(gpuplug_plugin_v1, inspect_module) + sizeof(void*) ==
+                      offsetof(gpuplug_plugin_v1, ledger_snapshot) &&
+                  sizeof(gpuplug_plugin_v1) == GPUPLUG_PLUGIN_V1_2_SIZE,
               "a slot was appended to gpuplug_plugin_v1: add it to GPUPLUG_LAYERED_SLOTS (an "
               "instance slot) or to the plugin-level slots stack_table copies");
 

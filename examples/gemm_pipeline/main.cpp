@@ -90,6 +90,8 @@ int run_main(int argc, char** argv) {
     plugin_options["layers"] = others.empty() ? "trace" : "trace," + others;
     plugin_options["trace_file"] = *cl.trace_file;
   }
+  // The whole run fits: setup allocates a few dozen buffers and steady state none.
+  if (cl.memory_snapshot) plugin_options["memory_history"] = "4096";
 
   gpuplug::Selection selection;
   try {
@@ -120,7 +122,7 @@ int run_main(int argc, char** argv) {
   const std::string note = "(selector '" + selector.text + "' from " + selector.source + ")";
   try {
     Pipeline pipeline(gpu, Shape{cl.m, cl.n, cl.k, cl.steps});
-    return pipeline.run(note);
+    return pipeline.run(note, cl.memory_snapshot.value_or(""));
   } catch (const gpuplug::Error& e) {
     std::fprintf(stderr, "gemm_pipeline: error: %s\n", e.what());
     if (e.status() == gpuplug::Status::out_of_memory && cl.device_memory_limit) {

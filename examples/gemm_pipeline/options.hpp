@@ -35,6 +35,7 @@ struct CommandLine {
   std::optional<gpuplug::LogLevel> log_level;        // nullopt: GPUPLUG_LOG, else info
   std::optional<std::uint64_t> device_memory_limit;  // bytes
   std::optional<std::string> trace_file;             // --trace: the trace layer's output
+  std::optional<std::string> memory_snapshot;        // --memory-snapshot FILE
   bool help = false;
 };
 
@@ -54,6 +55,9 @@ inline constexpr const char* usage_text =
     "                             suffix); past it weights fall back to managed memory\n"
     "  --trace FILE               record every backend call (the trace layer) and write them\n"
     "                             to FILE as Chrome trace-event JSON (Perfetto, chrome://tracing)\n"
+    "  --memory-snapshot FILE     keep the ledger's history (memory_history) and write memory\n"
+    "                             snapshots: FILE at exit, FILE's name with .warmup before\n"
+    "                             its extension after step 1 (read with 'gpuplug mem')\n"
     "  --help                     this text\n"
     "\n"
     "Exit status: 0 success, 1 verification failure (or memory left on the ledger),\n"
@@ -153,6 +157,10 @@ inline CommandLine parse_command_line(int argc, char** argv) {
       std::string_view v = take_value();
       if (v.empty()) throw UsageError("--trace: invalid value '' (expected a file name)");
       cl.trace_file = std::string(v);
+    } else if (name == "--memory-snapshot") {
+      std::string_view v = take_value();
+      if (v.empty()) throw UsageError("--memory-snapshot: invalid value '' (expected a file)");
+      cl.memory_snapshot = std::string(v);
     } else {
       throw UsageError("unknown option '" + std::string(name) + "'");
     }

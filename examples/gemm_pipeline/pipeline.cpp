@@ -8,7 +8,10 @@
 #include <cinttypes>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 namespace gemm_pipeline {
 
@@ -98,7 +101,25 @@ Pipeline::Pipeline(GpuBackend& gpu, const Shape& shape)
       y_(std::size_t{m_} * n_),
       interactive_(isatty(fileno(stdout)) != 0) {}
 
-int Pipeline::run(const std::string& selector_note) {
+namespace {
+
+/// "run/mem.json" -> "run/mem.warmup.json"; "mem" -> "mem.warmup".
+std::string warmup_snapshot_path(const std::string& file) {
+  const std::filesystem::path p(file);
+  return (p.parent_path() / (p.stem().string() + ".warmup" + p.extension().string())).string();
+}
+
+void write_snapshot(gpuplug::GpuBackend& gpu, const std::string& file) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out << gpuplug::to_json(gpu.memory_snapshot());
+  out.close();
+  if (!out) throw std::runtime_error("cannot write the memory snapshot '" + file + "'");
+  std::printf("memory snapshot: %s\n", file.c_str());
+}
+
+}  // namespace
+
+int Pipeline::run(const std::string& selector_note, const std::string& memory_snapshot) {
   gpuplug::Teardown teardown;
   teardown.add(op_);       // released last: scratch was reserved first
   teardown.add(weights_);  // released first
@@ -106,7 +127,10 @@ int Pipeline::run(const std::string& selector_note) {
     setup();
     for (std::uint32_t s = 1; s <= steps_; ++s) {
       step(s);
-      if (s == 1) allocs_after_warmup_ = gpu_.ledger_stats().total_allocs;
+      if (s == 1) {
+        allocs_after_warmup_ = gpu_.ledger_stats().total_allocs;
+        if (!memory_snapshot.empty()) write_snapshot(gpu_, warmup_snapshot_path(memory_snapshot));
+      }
     }
     allocs_at_end_ = gpu_.ledger_stats().total_allocs;
     if (interactive_) std::printf("\n");
@@ -128,6 +152,7 @@ int Pipeline::run(const std::string& selector_note) {
   std::ostringstream cache_state;
   cache_state << op_;
   teardown.release_all(gpu_);  // throws (exit 3) naming each resource that failed
+  if (!memory_snapshot.empty()) write_snapshot(gpu_, memory_snapshot);
   const gpuplug::LedgerStats at_exit = gpu_.ledger_stats();
   return summarize(selector_note, cache_state.str(), at_exit);
 }

@@ -63,7 +63,9 @@ class Pipeline {
   /// Runs every step, prints the progress and the summary, and returns the process exit status
   /// (exit_success or exit_verification). Releases everything through a Teardown on every path;
   /// a backend error propagates as gpuplug::Error.
-  int run(const std::string& selector_note);
+  /// With `memory_snapshot` (a file name) it writes the backend's memory snapshot there at exit
+  /// (after teardown) and, after step 1, beside it (warmup_snapshot_path).
+  int run(const std::string& selector_note, const std::string& memory_snapshot = {});
 
  private:
   void setup();

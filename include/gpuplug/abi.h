@@ -18,9 +18,10 @@
  *  - Slots marked (optional) may be null; the core checks them in one place and
  *    uses the stated default.
  *  - Slots appended after the first release are all optional: load_module_file
- *    (appended within 1.0), then the events and inspect_module of ABI 1.1. A
+ *    (appended within 1.0), the events and inspect_module of ABI 1.1, then the
+ *    memory snapshot slots of ABI 1.2. A
  *    plugin built before them publishes a struct_size that ends before them
- *    (GPUPLUG_PLUGIN_V1_MIN_SIZE, GPUPLUG_PLUGIN_V1_0_SIZE); the host reads them
+ *    (GPUPLUG_PLUGIN_V1_MIN_SIZE, GPUPLUG_PLUGIN_V1_0_SIZE, GPUPLUG_PLUGIN_V1_1_SIZE); the host reads them
  *    as null and uses their defaults. Fields appended to gpuplug_device_info_t
  *    follow the same rule through its struct_size. The numbered compatibility
  *    rules (ABI-1 ...) are in docs/architecture.md.
@@ -46,7 +47,7 @@ extern "C" {
 #define GPUPLUG_ABI_MINOR(v) (((uint32_t)(v)) & 0xFFFFu)
 
 #define GPUPLUG_ABI_VERSION_MAJOR 1
-#define GPUPLUG_ABI_VERSION_MINOR 1
+#define GPUPLUG_ABI_VERSION_MINOR 2
 #define GPUPLUG_ABI_VERSION GPUPLUG_MAKE_VERSION(GPUPLUG_ABI_VERSION_MAJOR, GPUPLUG_ABI_VERSION_MINOR)
 
 /* The one exported symbol, resolved with boost::dll::shared_library::get. */
@@ -159,7 +160,8 @@ typedef struct gpuplug_host_services_t {
 } gpuplug_host_services_t;
 
 /* One key=value option for create(); both strings NUL-terminated. Every plugin
- * honours "device_memory_limit" (bytes, K/M/G suffixes) and "modules_dir". */
+ * honours "device_memory_limit" (bytes, K/M/G suffixes) and "modules_dir"; from ABI 1.2 also
+ * "memory_history" (how many alloc/free events the ledger keeps for snapshots; 0 = none). */
 typedef struct gpuplug_option_t {
   const char* key;
   const char* value;
@@ -312,6 +314,25 @@ typedef struct gpuplug_plugin_v1 {
    * UNSUPPORTED. */
   gpuplug_status_t (*inspect_module)(uint32_t ordinal, const void* image, uint64_t size,
                                      gpuplug_module_inspection_t* out);
+
+  /* ---- ABI 1.2: memory snapshots (docs/memory.md). All optional. */
+  /* The ledger as JSON text (schema 1 of share/gpuplug/memory.schema.json, its ledger part: owner,
+   * totals, sites with their peaks, live allocations, the memory_history ring), NUL-terminated and
+   * truncated to fit; returns the full length (0 on failure). The core caps the length and parses
+   * the text as untrusted. (optional) defaults to a snapshot from ledger_stats, marked partial. */
+  size_t (*ledger_snapshot)(gpuplug_instance_t inst, char* buf, size_t size);
+  /* Sets the ledger's peak, and each call site's, to what is live now. (optional) defaults to
+   * UNSUPPORTED. */
+  gpuplug_status_t (*ledger_reset_peak)(gpuplug_instance_t inst);
+  /* Opens a scope: the ledger tracks how high live bytes rise above their value now, every
+   * thread's allocations included, until the scope ends. *scope is never 0. (optional) defaults
+   * to UNSUPPORTED. */
+  gpuplug_status_t (*ledger_scope_begin)(gpuplug_instance_t inst, uint64_t* scope);
+  /* Ends a scope: *peak_bytes is the highest live bytes rose above the start, *net_bytes live bytes
+   * now minus at the start. A scope not open is INVALID_ARGUMENT. (optional) defaults to
+   * UNSUPPORTED. */
+  gpuplug_status_t (*ledger_scope_end)(gpuplug_instance_t inst, uint64_t scope, uint64_t* peak_bytes,
+                                       int64_t* net_bytes);
 } gpuplug_plugin_v1;
 
 /* The smallest table a v1 host accepts: everything up to and including sweep_unreleased (the
@@ -321,8 +342,10 @@ typedef struct gpuplug_plugin_v1 {
 /* The table of ABI 1.0 as it shipped, load_module_file included (the 1.0 header's sizeof): what a
  * 1.1 plugin answers to a host that speaks 1.0. */
 #define GPUPLUG_PLUGIN_V1_0_SIZE (offsetof(gpuplug_plugin_v1, load_module_file) + sizeof(void*))
-/* The table of ABI 1.1. */
+/* The table of ABI 1.1: what a 1.2 plugin answers to a host that speaks 1.1. */
 #define GPUPLUG_PLUGIN_V1_1_SIZE (offsetof(gpuplug_plugin_v1, inspect_module) + sizeof(void*))
+/* The table of ABI 1.2. */
+#define GPUPLUG_PLUGIN_V1_2_SIZE (offsetof(gpuplug_plugin_v1, ledger_scope_end) + sizeof(void*))
 
 /* The entry point every plugin exports (extern "C", default visibility). */
 typedef const gpuplug_plugin_v1* (*gpuplug_plugin_entry_fn)(uint32_t host_abi_version);

@@ -4,12 +4,16 @@
 
 #include <gpuplug/config.hpp>  // first: the C++20 check, the export region
 
+#include <gpuplug/memory.hpp>
 #include <gpuplug/op_cache.hpp>
 #include <gpuplug/types.hpp>
 
 #include <array>
 #include <cstddef>
 #include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -48,7 +52,10 @@ class GpuBackend {
   OpCache& op_cache() noexcept { return op_cache_; }
 
   // ---- memory: every allocation is recorded on the plugin's ledger with `site`.
-  /// Device memory. Throws Error(out_of_memory) past the device or `device_memory_limit`.
+  /// Device memory. Throws Error(out_of_memory) past the device or `device_memory_limit`, whose
+  /// message says what was asked, the limit or the device's free memory, the live bytes, the
+  /// three largest call sites and the OpCache scratch held (after the out-of-memory observer,
+  /// if one is set, declined to retry or the retry failed too).
   /// A zero-byte request returns a distinct, freeable, non-null pointer.
   virtual DevicePtr alloc(std::size_t bytes,
                           const char* site = GPUPLUG_CALLER_FUNCTION) = 0;
@@ -140,14 +147,46 @@ class GpuBackend {
   /// Frees everything still live on the ledger (logged as a warning); returns what was swept.
   virtual LedgerStats sweep_unreleased() = 0;
 
+  // ---- memory you can see (docs/memory.md)
+  /// The ledger (each live allocation, per-site totals and peaks, the last `memory_history`
+  /// events), device_memory_limit, the device's free and total memory, and this backend's
+  /// OpCache scratch per tag. The ledger part is taken under its lock, so it is consistent with
+  /// itself; memory_info and the scratch are read just after. From a plugin older than ABI 1.2
+  /// only the counters are known (complete == false, partial_reason says why). Throws Error.
+  MemorySnapshot memory_snapshot();
+  /// Starts the peaks (the backend's and each site's) again from what is live now. Throws
+  /// Error(unsupported) for a plugin older than ABI 1.2.
+  virtual void reset_peak();
+  /// Installs the out-of-memory observer (an empty function removes it); see OutOfMemoryObserver.
+  /// Thread-safe; an alloc already in its observer finishes with the one it started with.
+  void set_out_of_memory_observer(OutOfMemoryObserver observer);
+
  protected:
   /// load_module_file once the path is checked: `file` is absolute, normalized and exists.
   /// Default: reads the file and calls load_module with its bytes. The plugin-backed backend
   /// hands the path to the plugin (its optional load_module_file slot, or that same default).
   virtual void load_module_path(std::string_view name, const std::filesystem::path& file);
 
+  /// The ledger part of memory_snapshot (backend, totals, limit, sites, allocations, history).
+  /// Default: the counters of ledger_stats only, complete == false.
+  virtual MemorySnapshot ledger_snapshot();
+  /// MemoryScope's begin and end (the ledger's scope counters). Default: Error(unsupported).
+  virtual std::uint64_t begin_memory_scope();
+  virtual MemoryScopeResult end_memory_scope(std::uint64_t scope);
+
+  /// For `alloc` implementations, after the device refused `bytes` for lack of memory with
+  /// `reason` (the plugin's message): asks the observer, and returns what `retry` returns when it
+  /// asks for one and `retry` succeeds (nullopt: out of memory again); otherwise throws
+  /// Error(out_of_memory, name(), "alloc", <the report>). Other errors of `retry` propagate.
+  DevicePtr out_of_memory(std::size_t bytes, const char* site, const std::string& reason,
+                          const std::function<std::optional<DevicePtr>()>& retry);
+
  private:
+  friend class MemoryScope;
+
   OpCache op_cache_;
+  mutable std::mutex observer_mutex_;
+  std::shared_ptr<const OutOfMemoryObserver> observer_;  // guarded by observer_mutex_
 };
 
 }  // namespace gpuplug

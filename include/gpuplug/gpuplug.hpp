@@ -7,6 +7,7 @@
 #include <gpuplug/abi.h>
 #include <gpuplug/backend.hpp>
 #include <gpuplug/log.hpp>
+#include <gpuplug/memory.hpp>
 #include <gpuplug/op_cache.hpp>
 #include <gpuplug/peer.hpp>
 #include <gpuplug/registry.hpp>

@@ -4,6 +4,7 @@
 
 #include <gpuplug/config.hpp>  // first: the C++20 check, the export region
 
+#include <gpuplug/memory.hpp>
 #include <gpuplug/teardown.hpp>
 #include <gpuplug/types.hpp>
 
@@ -13,6 +14,7 @@
 #include <optional>
 #include <ostream>
 #include <string_view>
+#include <vector>
 
 GPUPLUG_API_BEGIN
 namespace gpuplug {
@@ -123,6 +125,9 @@ class OpCache final : public ModelResource<GpuBackend> {
   /// cache's scratch tags (for operator<< and tests).
   std::size_t kernel_count() const noexcept;
   std::size_t scratch_count() const noexcept;
+  /// What each scratch tag holds, live and retired, most first (for memory snapshots and
+  /// out-of-memory reports). Thread-safe with scratch(); not with release().
+  std::vector<ScratchMemory> scratch_memory() const;
 
   /// True for a model cache (made by OpCache(gpu, name)).
   bool is_model_cache() const noexcept;

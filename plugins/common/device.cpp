@@ -39,7 +39,8 @@ Device::Device(const DeviceConfig& config)
     : config_(config),
       ledger_(std::make_unique<AllocationLedger>(
           owner_name(config), config.device_memory_limit,
-          [this](gpuplug_log_level_t level, std::string_view message) { log(level, message); })),
+          [this](gpuplug_log_level_t level, std::string_view message) { log(level, message); },
+          config.memory_history)),
       modules_(std::make_unique<ModuleRegistry>(*this, config.module_search_path)),
       events_(std::make_unique<EventSet>()),
       errors_(std::make_unique<ErrorSlots>()) {}

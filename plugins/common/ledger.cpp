@@ -69,8 +69,12 @@ std::string format_sites(const std::vector<SiteUsage>& sites) {
 // ---- AllocationLedger ----------------------------------------------------------------------
 
 AllocationLedger::AllocationLedger(std::string owner,
-                                   std::optional<std::uint64_t> device_memory_limit, LogSink log)
-    : owner_(std::move(owner)), limit_(device_memory_limit), log_(std::move(log)) {}
+                                   std::optional<std::uint64_t> device_memory_limit, LogSink log,
+                                   std::size_t history_capacity)
+    : owner_(std::move(owner)),
+      limit_(device_memory_limit),
+      log_(std::move(log)),
+      history_(history_capacity, Event{0, 0, 0, 0, nullptr, GPUPLUG_ALLOC_DEVICE, 0}) {}
 
 AllocationLedger::~AllocationLedger() = default;
 
@@ -100,15 +104,15 @@ AllocationLedger::Site* AllocationLedger::intern(const char* site) {
   const std::string_view name = site != nullptr ? std::string_view(site) : std::string_view();
   if (auto it = sites_.find(name); it != sites_.end()) return last_site_ = &*it;
   if (sites_.size() >= prune_at_) {
-    // Forget the sites no entry points at (marking those that one does); grow the threshold so
-    // pruning stays amortised O(1).
+    // Forget the sites no entry and no history event points at (their peaks go with them); grow
+    // the threshold so pruning stays amortised O(1).
     last_site_ = nullptr;
-    for (auto& [_, mark] : sites_) mark = 0;
-    exact_.for_each([](const Live& live) { live.site->second = 1; });
-    std::erase_if(sites_, [](const auto& kv) { return kv.second == 0; });
+    std::erase_if(sites_, [](const auto& kv) {
+      return kv.second.live_count == 0 && kv.second.history_refs == 0;
+    });
     prune_at_ = std::max<std::size_t>(1024, 2 * sites_.size());
   }
-  return last_site_ = &*sites_.try_emplace(std::string(name), 0).first;
+  return last_site_ = &*sites_.try_emplace(std::string(name)).first;
 }
 
 namespace {
@@ -134,8 +138,10 @@ void AllocationLedger::commit(Reservation&& reservation, std::uint64_t ptr, cons
         last_site_ != nullptr && same_site(last_site_->first, site) ? last_site_ : intern(site);
     exact_.reserve_one();
     index_.reserve_note([this](std::uint64_t p) { return live(p); });
-    const Live* existing = exact_.insert_unique(Live{ptr, bytes, interned, r.kind_, 0},
-                                                [&](const Live& s) { return s.ptr == ptr; });
+    const bool history = !history_.empty();
+    const Live* existing = exact_.insert_unique(
+        Live{ptr, bytes, interned, r.kind_, 0, sequence_ + 1, history ? now_ns() : 0},
+        [&](const Live& s) { return s.ptr == ptr; });
     if (existing == nullptr) {
       index_.note(ptr);  // room reserved above: cannot throw
       if (r.kind_ == GPUPLUG_ALLOC_DEVICE) {
@@ -149,6 +155,14 @@ void AllocationLedger::commit(Reservation&& reservation, std::uint64_t ptr, cons
       counters_.live_count += 1;
       counters_.total_allocs += 1;
       counters_.peak_bytes = std::max(counters_.peak_bytes, counters_.live_bytes);
+      ++sequence_;
+      SiteState& site_state = interned->second;
+      site_state.live_bytes += bytes;
+      site_state.live_count += 1;
+      site_state.peak_bytes = std::max(site_state.peak_bytes, site_state.live_bytes);
+      for (OpenScope& scope : scopes_) scope.high = std::max(scope.high, counters_.live_bytes);
+      if (history) [[unlikely]]
+        record_event(Live{ptr, bytes, interned, r.kind_, 0, sequence_, 0}, false);
       return;
     }
     duplicate_bytes = existing->bytes;
@@ -172,6 +186,11 @@ void AllocationLedger::commit(Reservation&& reservation, std::uint64_t ptr, cons
   counters_.live_bytes -= live.bytes;
   counters_.live_count -= 1;
   counters_.total_frees += 1;
+  ++sequence_;
+  live.site->second.live_bytes -= live.bytes;
+  live.site->second.live_count -= 1;
+  if (!history_.empty()) [[unlikely]]
+    record_event(live, true);
   return true;
 }
 
@@ -287,6 +306,11 @@ SweepResult AllocationLedger::sweep(
     counters_.live_count = 0;
     counters_.live_managed_bytes = 0;
     live_device_bytes_ = 0;
+    // Sweeps are not history events: they end the instance's life.
+    for (auto& [_, state] : sites_) {
+      state.live_bytes = 0;
+      state.live_count = 0;
+    }
     try {
       if (!taken.empty()) result.top_sites = group_sites(sized_sites(taken), top_n);
     } catch (...) {
@@ -313,6 +337,97 @@ SweepResult AllocationLedger::sweep(
     log(GPUPLUG_LOG_WARNING, "swept unreleased allocations");  // out of memory while reporting
   }
   return result;
+}
+
+std::uint64_t AllocationLedger::now_ns() const noexcept {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now() - epoch_)
+                                        .count());
+}
+
+void AllocationLedger::record_event(const Live& live, bool is_free) noexcept {
+  Event& slot = history_[history_next_];
+  if (slot.site != nullptr) slot.site->second.history_refs -= 1;
+  // A free's event carries the free's own number and time; an allocation's, the allocation's.
+  const bool now = is_free || live.time_ns == 0;
+  slot = Event{is_free ? sequence_ : live.sequence,
+               now ? now_ns() : live.time_ns,
+               live.ptr,
+               live.bytes,
+               live.site,
+               live.kind,
+               is_free ? 1u : 0u};
+  live.site->second.history_refs += 1;
+  history_next_ = history_next_ + 1 == history_.size() ? 0 : history_next_ + 1;
+  history_written_ += 1;
+}
+
+LedgerSnapshot AllocationLedger::snapshot() const {
+  LedgerSnapshot out;
+  out.owner = owner_;
+  out.device_memory_limit = limit_;
+  out.history_capacity = history_.size();
+  std::unique_lock lock(mutex_);
+  out.counters = counters_;
+  out.sites.reserve(sites_.size());
+  for (const auto& [name, state] : sites_) {
+    if (state.live_count == 0 && state.peak_bytes == 0) continue;
+    out.sites.push_back({name, state.live_bytes, state.live_count, state.peak_bytes});
+  }
+  out.allocations.reserve(exact_.size());
+  exact_.for_each([&](const Live& l) {
+    out.allocations.push_back({l.ptr, l.bytes, l.kind, l.site->first, l.sequence, l.time_ns});
+  });
+  const std::size_t kept =
+      static_cast<std::size_t>(std::min<std::uint64_t>(history_written_, history_.size()));
+  out.history_dropped = history_written_ - kept;
+  out.history.reserve(kept);
+  // The oldest kept event is `kept` slots behind the next one to write.
+  for (std::size_t i = 0; i < kept; ++i) {
+    const Event& e = history_[(history_next_ + history_.size() - kept + i) % history_.size()];
+    out.history.push_back(
+        {e.sequence, e.time_ns, e.ptr, e.bytes, e.kind, e.is_free != 0, e.site->first});
+  }
+  lock.unlock();  // the copies are consistent; sorting them needs no lock
+  std::sort(out.sites.begin(), out.sites.end(), [](const SiteTotals& a, const SiteTotals& b) {
+    if (a.live_bytes != b.live_bytes) return a.live_bytes > b.live_bytes;
+    if (a.peak_bytes != b.peak_bytes) return a.peak_bytes > b.peak_bytes;
+    return a.site < b.site;
+  });
+  std::sort(out.allocations.begin(), out.allocations.end(),
+            [](const auto& a, const auto& b) { return a.sequence < b.sequence; });
+  return out;
+}
+
+void AllocationLedger::reset_peak() {
+  std::lock_guard lock(mutex_);
+  counters_.peak_bytes = counters_.live_bytes;
+  for (auto& [_, state] : sites_) state.peak_bytes = state.live_bytes;
+}
+
+std::uint64_t AllocationLedger::begin_scope() {
+  std::lock_guard lock(mutex_);
+  scopes_.reserve(scopes_.size() + 1);  // may throw: before anything changes
+  const std::uint64_t id = ++next_scope_id_;
+  scopes_.push_back({id, counters_.live_bytes, counters_.live_bytes});
+  return id;
+}
+
+ScopeResult AllocationLedger::end_scope(std::uint64_t id) {
+  {
+    std::lock_guard lock(mutex_);
+    const auto it = std::find_if(scopes_.begin(), scopes_.end(),
+                                 [&](const OpenScope& s) { return s.id == id; });
+    if (it != scopes_.end()) {
+      const ScopeResult result{
+          it->high - it->base,
+          static_cast<std::int64_t>(counters_.live_bytes) - static_cast<std::int64_t>(it->base)};
+      scopes_.erase(it);
+      return result;
+    }
+  }
+  fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+       "memory scope " + std::to_string(id) + " of " + owner_ + " is not open");
 }
 
 void AllocationLedger::note_sweep_failure(std::uint64_t ptr,

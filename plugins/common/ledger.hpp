@@ -5,6 +5,7 @@
 #include <gpuplug/abi.h>
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -40,6 +41,60 @@ struct LedgerCounters {
   std::uint64_t live_managed_bytes = 0;
   std::uint64_t total_allocs = 0;  // successful allocations
   std::uint64_t total_frees = 0;   // frees, sweeps included
+};
+
+/// One live allocation as a snapshot reports it.
+struct SnapshotAllocation {
+  std::uint64_t ptr = 0;
+  std::uint64_t bytes = 0;
+  gpuplug_alloc_kind_t kind = GPUPLUG_ALLOC_DEVICE;
+  std::string site;
+  std::uint64_t sequence = 0;  // the ledger's event number of the allocation
+  std::uint64_t time_ns = 0;   // since the ledger was made; 0 when memory_history is off
+};
+
+/// One call site's totals: live now, and the highest its live bytes have been (since the ledger
+/// was made or `reset_peak`; a site with nothing live and no history event is forgotten, and
+/// its peak with it).
+struct SiteTotals {
+  std::string site;
+  std::uint64_t live_bytes = 0;
+  std::uint64_t live_count = 0;
+  std::uint64_t peak_bytes = 0;
+};
+
+/// One alloc or free of the history ring (`memory_history`).
+struct HistoryEvent {
+  std::uint64_t sequence = 0;
+  std::uint64_t time_ns = 0;  // since the ledger was made
+  std::uint64_t ptr = 0;
+  std::uint64_t bytes = 0;
+  gpuplug_alloc_kind_t kind = GPUPLUG_ALLOC_DEVICE;
+  bool is_free = false;
+  std::string site;
+};
+
+/// What `snapshot` copies out of the ledger, under one lock: consistent with itself.
+struct LedgerSnapshot {
+  std::string owner;
+  LedgerCounters counters;
+  std::optional<std::uint64_t> device_memory_limit;
+  std::vector<SiteTotals> sites;                // largest live bytes first, then by peak, name
+  std::vector<SnapshotAllocation> allocations;  // by sequence
+  std::size_t history_capacity = 0;             // 0: memory_history is off
+  std::uint64_t history_dropped = 0;            // events overwritten by newer ones
+  std::vector<HistoryEvent> history;            // oldest first
+};
+
+/// The snapshot as JSON, schema 1 (ledger_json.cpp): the part of a memory snapshot the plugin
+/// knows, which the core completes (share/gpuplug/memory.schema.json, docs/memory.md).
+std::string to_json(const LedgerSnapshot& snapshot);
+
+/// What a scope saw: the highest the live bytes rose above where they were at its start, and
+/// where they ended relative to it.
+struct ScopeResult {
+  std::uint64_t peak_bytes = 0;
+  std::int64_t net_bytes = 0;
 };
 
 /// Live allocations of one call site.
@@ -86,9 +141,11 @@ class AllocationLedger {
 
   /// `owner` names the instance in messages ("host:0"). `device_memory_limit` caps live device
   /// bytes; managed allocations are never limited.
+  /// `history_capacity` > 0 keeps a ring of the last that many alloc and free events (the
+  /// `memory_history` option); 0 keeps none and costs nothing on alloc and free.
   explicit AllocationLedger(std::string owner,
-                            std::optional<std::uint64_t> device_memory_limit = {},
-                            LogSink log = {});
+                            std::optional<std::uint64_t> device_memory_limit = {}, LogSink log = {},
+                            std::size_t history_capacity = 0);
   AllocationLedger(const AllocationLedger&) = delete;
   AllocationLedger& operator=(const AllocationLedger&) = delete;
   ~AllocationLedger();
@@ -170,6 +227,19 @@ class AllocationLedger {
   /// A human-readable report: totals, then the top `top_n` call sites.
   std::string report(std::size_t top_n) const;
 
+  /// Everything the ledger knows, copied under one lock (ledger_json.cpp writes it as JSON).
+  LedgerSnapshot snapshot() const;
+  /// Starts the peaks again from now: the ledger's peak becomes its live bytes, and each site's
+  /// peak that site's live bytes. Open scopes are not affected.
+  void reset_peak();
+  /// Opens a scope: from now on the ledger tracks how high live bytes rise above their current
+  /// value, for every thread's allocations, until `end_scope`. Scopes nest and overlap freely;
+  /// each open scope adds one compare to alloc. Returns the scope's id (never 0).
+  std::uint64_t begin_scope();
+  /// Closes scope `id` and returns what it saw. Throws Failure(INVALID_ARGUMENT) naming the id
+  /// when it is not open.
+  ScopeResult end_scope(std::uint64_t id);
+
   /// Removes every live entry and frees each with vendor_free (which may throw: that entry is
   /// counted in `failed`, logged, and the sweep goes on). Logs one warning with the count, the
   /// bytes and the top call sites when anything was swept. Never throws.
@@ -189,7 +259,15 @@ class AllocationLedger {
       return std::hash<std::string_view>{}(s);
     }
   };
-  using Sites = std::unordered_map<std::string, std::uint64_t, SiteHash, std::equal_to<>>;
+  // Per site: what is live, its peak, and how many history events name it (a site is pruned
+  // only when both counts are 0, so a history event's site pointer stays valid).
+  struct SiteState {
+    std::uint64_t live_bytes = 0;
+    std::uint64_t live_count = 0;
+    std::uint64_t peak_bytes = 0;
+    std::uint64_t history_refs = 0;
+  };
+  using Sites = std::unordered_map<std::string, SiteState, SiteHash, std::equal_to<>>;
   using Site = Sites::value_type;  // node-based: a Site never moves while it is in the map
 
   // The exact index: one slot per live allocation, keyed by its pointer (0 = empty slot, which
@@ -200,6 +278,23 @@ class AllocationLedger {
     Site* site;  // interned; never null in an occupied slot; read only under the lock
     gpuplug_alloc_kind_t kind;
     std::uint32_t filed;  // 1 once the allocation is in the interval index
+    std::uint64_t sequence;
+    std::uint64_t time_ns;  // 0 when the history is off (no clock read on the hot path)
+  };
+  // One slot of the history ring; `site` is kept alive by its history_refs.
+  struct Event {
+    std::uint64_t sequence;
+    std::uint64_t time_ns;
+    std::uint64_t ptr;
+    std::uint64_t bytes;
+    Site* site;  // null in a slot never written
+    gpuplug_alloc_kind_t kind;
+    std::uint32_t is_free;
+  };
+  struct OpenScope {
+    std::uint64_t id;
+    std::uint64_t base;  // live bytes at begin
+    std::uint64_t high;  // highest live bytes since
   };
   struct LiveTraits {
     static bool empty(const Live& s) noexcept { return s.ptr == 0; }
@@ -219,6 +314,9 @@ class AllocationLedger {
   [[noreturn]] void fail_not_live(std::uint64_t ptr) const;
   /// Under the lock: the live entry of `ptr`, or null.
   Live* live(std::uint64_t ptr) const noexcept;
+  /// Under the lock, when the history is on: records one event in the ring (no allocation).
+  void record_event(const Live& live, bool is_free) noexcept;
+  std::uint64_t now_ns() const noexcept;
   void log(gpuplug_log_level_t level, std::string_view message) const noexcept;
   void note_sweep_failure(std::uint64_t ptr, const std::exception_ptr& error) const noexcept;
 
@@ -239,9 +337,18 @@ class AllocationLedger {
   std::uint64_t live_device_bytes_ = 0;
   std::uint64_t reserved_device_bytes_ = 0;
   mutable detail::IntervalIndex index_;  // its notes first: commit touches them
+  std::uint64_t sequence_ = 0;           // the last event number given out (alloc and free)
+  std::vector<OpenScope> scopes_;        // empty but for MemoryScopes: one test on alloc
+  // The history ring: empty (capacity 0) unless memory_history is set; sized once at
+  // construction so recording never allocates. history_next_ is the slot written next.
+  std::vector<Event> history_;
+  std::size_t history_next_ = 0;
+  std::uint64_t history_written_ = 0;
+  std::uint64_t next_scope_id_ = 0;
   // Colder: new sites.
   Sites sites_;
   std::size_t prune_at_ = 1024;
+  const std::chrono::steady_clock::time_point epoch_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace gpuplug::sdk

@@ -112,7 +112,8 @@ std::uint64_t parse_byte_size(std::string_view key, std::string_view text) {
 DeviceConfig parse_config(std::uint32_t ordinal, const gpuplug_option_t* options,
                           std::uint32_t count, const gpuplug_host_services_t* services,
                           std::span<const std::string_view> extra_keys) {
-  static constexpr std::string_view common_keys[] = {"device_memory_limit", "modules_dir"};
+  static constexpr std::string_view common_keys[] = {"device_memory_limit", "memory_history",
+                                                      "modules_dir"};
   DeviceConfig config;
   config.ordinal = ordinal;
   config.services = services;
@@ -148,6 +149,13 @@ DeviceConfig parse_config(std::uint32_t ordinal, const gpuplug_option_t* options
       fail(GPUPLUG_STATUS_INVALID_ARGUMENT, "option " + key + " given more than once");
     if (key == "device_memory_limit") {
       config.device_memory_limit = parse_byte_size(key, value);
+    } else if (key == "memory_history") {
+      const auto n = parse_unsigned(value);
+      if (!n || *n > max_memory_history)
+        fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+             "option memory_history: '" + value + "' is not a number of events from 0 to " +
+                 std::to_string(max_memory_history));
+      config.memory_history = static_cast<std::size_t>(*n);
     } else if (key == "modules_dir") {
       config.modules_dirs = parse_modules_dir(value);
     }

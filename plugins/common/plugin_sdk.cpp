@@ -468,6 +468,49 @@ gpuplug_status_t slot_sweep_unreleased(gpuplug_instance_t inst,
   });
 }
 
+// ABI 1.2 (only a 1.2 table points to them; see plugin_sdk.hpp).
+[[maybe_unused]] std::size_t slot_ledger_snapshot(gpuplug_instance_t inst, char* buf,
+                                                  std::size_t size) noexcept {
+  if (inst == nullptr) {
+    copy_out("", buf, size);
+    return 0;
+  }
+  try {
+    return copy_out(to_json(DeviceAccess::ledger(as_device(inst)).snapshot()), buf, size);
+  } catch (...) {
+    copy_out("", buf, size);
+    return 0;  // the core reports the failure
+  }
+}
+
+[[maybe_unused]] gpuplug_status_t slot_ledger_reset_peak(gpuplug_instance_t inst) noexcept {
+  return guarded(inst, "ledger_reset_peak",
+                 [&](Device& d) { DeviceAccess::ledger(d).reset_peak(); });
+}
+
+[[maybe_unused]] gpuplug_status_t slot_ledger_scope_begin(gpuplug_instance_t inst,
+                                                          std::uint64_t* scope) noexcept {
+  return guarded(inst, "ledger_scope_begin", [&](Device& d) {
+    GPUPLUG_EXPECTS(scope != nullptr, GPUPLUG_STATUS_INVALID_ARGUMENT,
+                    "ledger_scope_begin: scope is null");
+    *scope = DeviceAccess::ledger(d).begin_scope();
+  });
+}
+
+[[maybe_unused]] gpuplug_status_t slot_ledger_scope_end(gpuplug_instance_t inst,
+                                                        std::uint64_t scope,
+                                                        std::uint64_t* peak_bytes,
+                                                        std::int64_t* net_bytes) noexcept {
+  return guarded(inst, "ledger_scope_end", [&](Device& d) {
+    GPUPLUG_EXPECTS(peak_bytes != nullptr && net_bytes != nullptr,
+                    GPUPLUG_STATUS_INVALID_ARGUMENT,
+                    "ledger_scope_end: peak_bytes or net_bytes is null");
+    const ScopeResult r = DeviceAccess::ledger(d).end_scope(scope);
+    *peak_bytes = r.peak_bytes;
+    *net_bytes = r.net_bytes;
+  });
+}
+
 // ---- plugin-level helpers ----------------------------------------------------------------------
 
 }  // namespace
@@ -585,6 +628,12 @@ void fill_instance_slots(gpuplug_plugin_v1& t) noexcept {
   t.event_query = &slot_event_query;
   t.event_elapsed_ms = &slot_event_elapsed_ms;
 #endif
+#if GPUPLUG_ABI_VERSION_MINOR >= 2
+  t.ledger_snapshot = &slot_ledger_snapshot;
+  t.ledger_reset_peak = &slot_ledger_reset_peak;
+  t.ledger_scope_begin = &slot_ledger_scope_begin;
+  t.ledger_scope_end = &slot_ledger_scope_end;
+#endif
 }
 
 gpuplug_plugin_v1 make_table_v1_0(const gpuplug_plugin_v1& full) noexcept {
@@ -600,14 +649,27 @@ gpuplug_plugin_v1 make_table_v1_0(const gpuplug_plugin_v1& full) noexcept {
   return t;
 }
 
+gpuplug_plugin_v1 make_table_v1_1(const gpuplug_plugin_v1& full) noexcept {
+  gpuplug_plugin_v1 t = full;
+#if GPUPLUG_ABI_VERSION_MINOR >= 2
+  constexpr std::size_t size = GPUPLUG_PLUGIN_V1_1_SIZE;
+  t.struct_size = static_cast<std::uint32_t>(size);
+  t.abi_version = GPUPLUG_MAKE_VERSION(1, 1);
+  std::memset(reinterpret_cast<unsigned char*>(&t) + size, 0, sizeof t - size);
+#endif
+  return t;
+}
+
 const gpuplug_plugin_v1* negotiate(const gpuplug_plugin_v1* full, const gpuplug_plugin_v1* v1_0,
+                                   const gpuplug_plugin_v1* v1_1,
                                    std::uint32_t host_abi_version) noexcept {
   // ABI-4: the highest version both share. Within major 1 that is the host's minor when it is
-  // below ours; only 1.0 is below 1.1. Another major gets ours, and that host refuses it naming
-  // both versions (ABI-5).
-  if (GPUPLUG_ABI_MAJOR(host_abi_version) == GPUPLUG_ABI_MAJOR(full->abi_version) &&
-      GPUPLUG_ABI_MINOR(host_abi_version) == 0)
-    return v1_0;
+  // below ours (the views of `full` for 1.0 and 1.1). Another major gets ours, and that host
+  // refuses it naming both versions (ABI-5).
+  if (GPUPLUG_ABI_MAJOR(host_abi_version) != GPUPLUG_ABI_MAJOR(full->abi_version)) return full;
+  const std::uint32_t minor = GPUPLUG_ABI_MINOR(host_abi_version);
+  if (minor == 0) return v1_0;
+  if (minor == 1 && GPUPLUG_ABI_MINOR(full->abi_version) > 1) return v1_1;
   return full;
 }
 

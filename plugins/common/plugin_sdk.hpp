@@ -24,9 +24,11 @@
 // GPUPLUG_STATUS_INTERNAL. Nothing ever propagates across the C boundary.
 // Lifetimes: the table is a constant; plugins keep no static objects with destructors.
 //
-// One SDK, two headers. The SDK compiles against the current <gpuplug/abi.h> (ABI 1.1) and
-// against the frozen 1.0 header (tests/abi/v1_0/gpuplug/abi.h), which the ABI skew tests put
-// first on the include path to build a real 1.0 plugin (tests/abi). Whatever uses a slot, field
+// One SDK, every header of the major. The SDK compiles against the current <gpuplug/abi.h> (ABI
+// 1.2), against the frozen 1.1 header (tests/abi/v1_1) and against the frozen 1.0 header
+// (tests/abi/v1_0/gpuplug/abi.h), which the ABI skew tests put first on the include path to
+// build a real 1.0 plugin (tests/abi). The same holds for 1.2 with `>= 2` (the memory slots of
+// fill_instance_slots, make_table_v1_1). Whatever uses a slot, field
 // or macro that ABI 1.1 added (the event slots, inspect_module, the identity fields of
 // gpuplug_device_info_t, GPUPLUG_PLUGIN_V1_0_SIZE, ...) sits inside
 //     #if GPUPLUG_ABI_VERSION_MINOR >= 1
@@ -38,7 +40,7 @@
 // 1.1 table points to is then unused, so mark it [[maybe_unused]] (or guard it with the slot).
 // Built against 1.0, the table simply ends at load_module_file, and hosts use the defaults of
 // docs/architecture.md (ABI-2) for the rest. tests/abi builds the SDK from this target's own
-// sources against the frozen header, so a guard that is missing fails the build there.
+// sources against the frozen headers, so a guard that is missing fails the build there.
 // clang-format on
 
 #include <gpuplug/abi.h>
@@ -84,11 +86,16 @@ std::optional<std::uint64_t> parse_unsigned(std::string_view text) noexcept;
 void fill_probe(gpuplug_probe_result_t& out, gpuplug_probe_reason_t reason, int device_count,
                 std::string_view message) noexcept;
 
+/// The most events `memory_history` may ask for (about 64 bytes each).
+inline constexpr std::uint64_t max_memory_history = std::uint64_t{1} << 20;
+
 /// Options every plugin understands, parsed once at create.
 struct DeviceConfig {
   std::uint32_t ordinal = 0;
   std::string plugin_name;                            // P::name, set by the SDK before P::create
   std::optional<std::uint64_t> device_memory_limit;   // "device_memory_limit"
+  /// "memory_history": how many alloc/free events the ledger keeps (0, the default: none).
+  std::size_t memory_history = 0;
   /// "modules_dir": its colon-separated folders, in order, each checked to exist (empty when
   /// the option is not given).
   std::vector<std::filesystem::path> modules_dirs;
@@ -387,12 +394,17 @@ inline constexpr std::size_t plugin_v1_0_size = sizeof(gpuplug_plugin_v1);
 /// nothing past the 1.0 table is there to be read even by a host that ignores struct_size.
 /// Compiled against the 1.0 header it is `full` itself.
 gpuplug_plugin_v1 make_table_v1_0(const gpuplug_plugin_v1& full) noexcept;
+/// The same for a host of ABI 1.1: abi_version 1.1, struct_size GPUPLUG_PLUGIN_V1_1_SIZE, the
+/// slots of 1.2 null. Compiled against a header older than 1.2 it is `full` itself.
+gpuplug_plugin_v1 make_table_v1_1(const gpuplug_plugin_v1& full) noexcept;
 
 /// The table to hand to a host speaking `host_abi_version` (ABI-4: the highest version both
-/// share): `v1_0` to a host of 1.0, `full` (ours) to a host of a later 1.x minor. A host of another
+/// share): `v1_0` to a host of 1.0, `v1_1` to a host of 1.1, `full` (ours) to a host of a later
+/// 1.x minor. A host of another
 /// major gets `full` too: it refuses a table whose major is not its own and names both versions,
 /// which says more than a null table ("shares no ABI version") would.
 const gpuplug_plugin_v1* negotiate(const gpuplug_plugin_v1* full, const gpuplug_plugin_v1* v1_0,
+                                   const gpuplug_plugin_v1* v1_1,
                                    std::uint32_t host_abi_version) noexcept;
 
 template <class P>
@@ -440,11 +452,13 @@ gpuplug_plugin_v1 make_table() noexcept {
 
 /// Exports gpuplug_plugin_entry for plugin description struct P (see the top of this file).
 /// The tables are function-local constants with trivial destructors: the full one, and the 1.0
-/// view of it that a host speaking ABI 1.0 gets (see negotiate).
+/// and 1.1 views of it that hosts speaking those versions get (see negotiate).
 #define GPUPLUG_DEFINE_PLUGIN(P)                                                                \
   extern "C" GPUPLUG_PLUGIN_EXPORT const gpuplug_plugin_v1* gpuplug_plugin_entry(               \
       uint32_t host_abi_version) {                                                              \
     static const gpuplug_plugin_v1 table = ::gpuplug::sdk::detail::make_table<P>();             \
     static const gpuplug_plugin_v1 table_v1_0 = ::gpuplug::sdk::detail::make_table_v1_0(table); \
-    return ::gpuplug::sdk::detail::negotiate(&table, &table_v1_0, host_abi_version);            \
+    static const gpuplug_plugin_v1 table_v1_1 = ::gpuplug::sdk::detail::make_table_v1_1(table); \
+    return ::gpuplug::sdk::detail::negotiate(&table, &table_v1_0, &table_v1_1,                 \
+                                             host_abi_version);                                 \
   }

@@ -116,7 +116,7 @@ BOOST_AUTO_TEST_CASE(a_default_slot_names_the_older_abi) {
     BOOST_TEST((e.status() == gpuplug::Status::unsupported));
     BOOST_TEST(contains(e.what(),
                         "not supported by the example plugin (it speaks ABI 1.0, this "
-                        "host 1.1)"),
+                        "host 1.2)"),
                e.what());
   }
 }
@@ -145,15 +145,56 @@ BOOST_AUTO_TEST_CASE(a_1_0_host_gets_the_1_0_table) {
   BOOST_TEST(entry(GPUPLUG_MAKE_VERSION(1, 0)) == t);
 }
 
-BOOST_AUTO_TEST_CASE(later_1_x_hosts_get_1_1) {
+BOOST_AUTO_TEST_CASE(a_1_1_host_gets_the_1_1_table) {
+  Entry entry(kHostPlugin);
+  const gpuplug_plugin_v1* t = entry(GPUPLUG_MAKE_VERSION(1, 1));
+  BOOST_TEST_REQUIRE(t != nullptr);
+  BOOST_TEST(t->abi_version == GPUPLUG_MAKE_VERSION(1, 1));
+  BOOST_TEST(t->struct_size == GPUPLUG_PLUGIN_V1_1_SIZE);
+  BOOST_TEST(t->event_create != nullptr);
+  // Nothing of 1.2 is there even for a host that reads past struct_size.
+  BOOST_TEST(t->ledger_snapshot == nullptr);
+  BOOST_TEST(t->ledger_scope_end == nullptr);
+  BOOST_TEST(entry(GPUPLUG_MAKE_VERSION(1, 1)) == t);
+}
+
+BOOST_AUTO_TEST_CASE(later_1_x_hosts_get_1_2) {
   Entry entry(kHostPlugin);
   for (const std::uint32_t host :
-       {GPUPLUG_MAKE_VERSION(1, 1), GPUPLUG_MAKE_VERSION(1, 99), GPUPLUG_MAKE_VERSION(1, 0xFFFF)}) {
+       {GPUPLUG_MAKE_VERSION(1, 2), GPUPLUG_MAKE_VERSION(1, 99), GPUPLUG_MAKE_VERSION(1, 0xFFFF)}) {
     const gpuplug_plugin_v1* t = entry(host);
     BOOST_TEST_REQUIRE(t != nullptr);
-    BOOST_TEST(t->abi_version == GPUPLUG_MAKE_VERSION(1, 1));
-    BOOST_TEST(t->struct_size == GPUPLUG_PLUGIN_V1_1_SIZE);
+    BOOST_TEST(t->abi_version == GPUPLUG_MAKE_VERSION(1, 2));
+    BOOST_TEST(t->struct_size == GPUPLUG_PLUGIN_V1_2_SIZE);
+    BOOST_TEST(t->ledger_snapshot != nullptr);
   }
+}
+
+BOOST_AUTO_TEST_CASE(the_1_1_answer_gives_a_partial_snapshot_and_says_why) {
+  // ABI-2 for the memory slots: a 1.1 plugin's backend still snapshots (its counters, marked
+  // partial), and reset_peak and scopes are unsupported naming both versions.
+  Entry entry(kHostPlugin);
+  auto gpu = gpuplug::create_backend_from_table(kHostPlugin, *entry(GPUPLUG_MAKE_VERSION(1, 1)));
+  const gpuplug::DevicePtr p = gpu->alloc(64, "abi_skew");
+  const gpuplug::MemorySnapshot s = gpu->memory_snapshot();
+  BOOST_TEST(!s.complete);
+  BOOST_TEST(contains(s.partial_reason, "speaks ABI 1.1 (ledger_snapshot is ABI 1.2)"),
+             s.partial_reason);
+  BOOST_TEST(s.totals.live_bytes == 64u);
+  BOOST_TEST(s.allocations.empty());
+  const gpuplug::MemorySnapshot back =
+      gpuplug::parse_memory_snapshot(gpuplug::to_json(s), "partial");
+  BOOST_TEST(!back.complete);
+  BOOST_TEST(back.partial_reason == s.partial_reason);
+  try {
+    gpu->reset_peak();
+    BOOST_FAIL("reset_peak on a 1.1 plugin did not throw");
+  } catch (const gpuplug::Error& e) {
+    BOOST_TEST((e.status() == gpuplug::Status::unsupported));
+    BOOST_TEST(contains(e.what(), "(it speaks ABI 1.1, this host 1.2)"), e.what());
+  }
+  BOOST_CHECK_THROW(gpuplug::MemoryScope(*gpu, "scope"), gpuplug::Error);
+  gpu->free(p);
 }
 
 BOOST_AUTO_TEST_CASE(a_2_0_host_gets_a_table_it_refuses) {
@@ -170,7 +211,7 @@ BOOST_AUTO_TEST_CASE(a_2_0_host_gets_a_table_it_refuses) {
     BOOST_FAIL("a table of ABI 2.0 was accepted");
   } catch (const gpuplug::Error& e) {
     BOOST_TEST((e.status() == gpuplug::Status::invalid_argument));
-    BOOST_TEST(contains(e.what(), "ABI mismatch: plugin speaks ABI 2.0, host speaks 1.1"),
+    BOOST_TEST(contains(e.what(), "ABI mismatch: plugin speaks ABI 2.0, host speaks 1.2"),
                e.what());
   }
 }

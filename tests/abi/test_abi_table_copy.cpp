@@ -3,6 +3,7 @@
 #define BOOST_TEST_MODULE abi_table_copy
 #include <gpuplug/abi.h>
 
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cstring>
 
@@ -42,10 +43,10 @@ bool all_copied_until(const gpuplug_plugin_v1& t, std::size_t until) {
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(a_1_1_table_is_read_to_its_struct_size) {
+BOOST_AUTO_TEST_CASE(a_1_2_table_is_read_to_its_struct_size) {
   for (std::size_t size = GPUPLUG_PLUGIN_V1_MIN_SIZE; size <= sizeof(gpuplug_plugin_v1);
        size += sizeof(void*)) {
-    const Filled f(GPUPLUG_MAKE_VERSION(1, 1), static_cast<std::uint32_t>(size));
+    const Filled f(GPUPLUG_MAKE_VERSION(1, 2), static_cast<std::uint32_t>(size));
     BOOST_TEST(known_table_size(f.table) == size);
     const gpuplug_plugin_v1 t = copy_table(f.table);
     BOOST_TEST(all_copied_until(t, size));
@@ -53,8 +54,21 @@ BOOST_AUTO_TEST_CASE(a_1_1_table_is_read_to_its_struct_size) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_1_1_table_is_read_no_further_than_the_1_1_slots) {
+  // ABI-3: whatever its struct_size claims, no memory slot of 1.2 is read from a 1.1 table.
+  for (std::size_t size = GPUPLUG_PLUGIN_V1_MIN_SIZE; size <= sizeof(gpuplug_plugin_v1);
+       size += sizeof(void*)) {
+    const Filled f(GPUPLUG_MAKE_VERSION(1, 1), static_cast<std::uint32_t>(size));
+    const std::size_t read = std::min<std::size_t>(size, GPUPLUG_PLUGIN_V1_1_SIZE);
+    BOOST_TEST(known_table_size(f.table) == read);
+    const gpuplug_plugin_v1 t = copy_table(f.table);
+    BOOST_TEST(all_copied_until(t, read));
+    BOOST_TEST(all_zero_from(t, read));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_later_minor_is_read_to_the_known_prefix) {
-  const Filled f(GPUPLUG_MAKE_VERSION(1, 2), sizeof(Filled));
+  const Filled f(GPUPLUG_MAKE_VERSION(1, 3), sizeof(Filled));
   BOOST_TEST(known_table_size(f.table) == sizeof(gpuplug_plugin_v1));
   BOOST_TEST(all_copied_until(copy_table(f.table), sizeof(gpuplug_plugin_v1)));
 }

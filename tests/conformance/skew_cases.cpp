@@ -33,6 +33,7 @@ std::string version_text(std::uint32_t v) {
 std::size_t table_size_of_minor(std::uint32_t minor) {
   if (minor == 0) return GPUPLUG_PLUGIN_V1_0_SIZE;
   if (minor == 1) return GPUPLUG_PLUGIN_V1_1_SIZE;
+  if (minor == 2) return GPUPLUG_PLUGIN_V1_2_SIZE;
   return 0;
 }
 
@@ -118,6 +119,11 @@ const std::vector<Slot>& slots() {
       GPUPLUG_SKEW_SLOT(event_query),
       GPUPLUG_SKEW_SLOT(event_elapsed_ms),
       GPUPLUG_SKEW_SLOT(inspect_module),
+      // ABI 1.2
+      GPUPLUG_SKEW_SLOT(ledger_snapshot),
+      GPUPLUG_SKEW_SLOT(ledger_reset_peak),
+      GPUPLUG_SKEW_SLOT(ledger_scope_begin),
+      GPUPLUG_SKEW_SLOT(ledger_scope_end),
   };
   return all;
 }
@@ -239,6 +245,17 @@ void exercise(Context& ctx, const Table& table, std::size_t covered, const std::
   GPUPLUG_CHECK(gpu->kernel("abi_skew_axpy", "axpy").value != 0);
   gpu->unload_module("abi_skew_axpy");
   GPUPLUG_CHECK(!gpu->alloc_report(3).empty());
+  // memory_snapshot: the plugin's ledger_snapshot when the table covers it, else the counters
+  // (partial). Either way it reads back as JSON.
+  {
+    const MemorySnapshot snapshot = gpu->memory_snapshot();
+    const bool has_slot =
+        covered >= offsetof(Table, ledger_snapshot) + sizeof(void*) && table.ledger_snapshot;
+    GPUPLUG_CHECK_MSG(snapshot.complete == has_slot, "breaks ABI-2: the memory snapshot through "
+                                                         << what
+                                                         << " says complete=" << snapshot.complete);
+    (void)parse_memory_snapshot(to_json(snapshot), what);
+  }
 
   switch (events_in(table, covered)) {
     case Events::none: {

@@ -21,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include <gpuplug/gpuplug.hpp>
+
 #include "gpu_plugin_cases.hpp"
 
 using namespace gpuplug::test;  // NOLINT(google-build-using-namespace): the harness is the test's
@@ -367,4 +369,35 @@ BOOST_AUTO_TEST_CASE(inspect_module_asks_the_driver_for_the_compute_capability) 
   BOOST_TEST(contains(out->symbols, "gemm_f32_n_tile=64"), out->symbols);
   const std::string mode = std::getenv("GPUPLUG_FAKE_CUDA") ? std::getenv("GPUPLUG_FAKE_CUDA") : "";
   if (mode == "device") BOOST_TEST(std::string(out->target) == "sm_90 (SASS)");
+}
+
+// Memory you can see (issue 18) through the core wherever a device is (a GPU, or the fake
+// driver's "device" mode, which allocates nothing: device_memory_limit refuses the request in
+// the shared ledger before the driver is asked).
+BOOST_AUTO_TEST_CASE(memory_snapshot_scopes_and_out_of_memory_report_through_the_core) {
+  if (probe().reason != GPUPLUG_PROBE_AVAILABLE) {
+    BOOST_TEST_MESSAGE("skipped: no CUDA device (" << probe().message << ")");
+    return;
+  }
+  gpuplug::PluginRegistry registry;
+  registry.add_plugin_file(plugin_under_test());
+  auto gpu = registry.create("cuda:0!", {{"device_memory_limit", "1M"}, {"memory_history", "8"}});
+  gpuplug::MemoryScope scope(*gpu, "nothing");
+  const gpuplug::MemorySnapshot s = gpu->memory_snapshot();
+  BOOST_TEST(s.complete);
+  BOOST_TEST(s.backend == "cuda:0");
+  BOOST_TEST(s.device_memory_limit.value_or(0) == 1u << 20);
+  BOOST_TEST(s.history_capacity == 8u);
+  BOOST_TEST(s.totals.live_bytes == 0u);
+  gpu->reset_peak();
+  try {
+    (void)gpu->alloc(2 << 20, "too_big");
+    BOOST_FAIL("alloc past device_memory_limit succeeded");
+  } catch (const gpuplug::Error& e) {
+    BOOST_TEST((e.status() == gpuplug::Status::out_of_memory));
+    BOOST_TEST(contains(e.what(), "out of memory allocating 2.0 MiB at too_big"), e.what());
+    BOOST_TEST(contains(e.what(), "device_memory_limit 1.0 MiB"), e.what());
+    BOOST_TEST(contains(e.what(), "op scratch held: 0 B live"), e.what());
+  }
+  BOOST_TEST(scope.end().peak_bytes == 0u);
 }

@@ -144,7 +144,8 @@ BOOST_AUTO_TEST_CASE(unknown_and_malformed_options_are_rejected) {
   BOOST_TEST(inst == nullptr);
   BOOST_TEST(
       error ==
-      "unknown option 'frobnicate' (known options: device_memory_limit, modules_dir, threads)");
+      "unknown option 'frobnicate' (known options: device_memory_limit, memory_history, "
+      "modules_dir, threads)");
 
   BOOST_TEST(try_create({{"device_memory_limit", "12X"}}, &inst, &error) ==
              GPUPLUG_STATUS_INVALID_ARGUMENT);

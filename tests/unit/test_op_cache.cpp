@@ -336,7 +336,7 @@ BOOST_AUTO_TEST_CASE(scratch_is_grow_only_and_retires_outgrown_buffers) {
   BOOST_TEST(c.scratch(gpu, "attn", 1024) == p1);
   BOOST_TEST(c.scratch(gpu, "attn", 0) == p1);
   BOOST_TEST(gpu.alloc_calls == 1u);
-  BOOST_TEST(contains(host.gpu->alloc_report(), "OpCache::scratch"));
+  BOOST_TEST(contains(host.gpu->alloc_report(), "op scratch: attn"));
 
   const DevicePtr p2 = c.scratch(gpu, "attn", 4096);
   BOOST_TEST(p2 != p1);

@@ -100,16 +100,16 @@ BOOST_AUTO_TEST_CASE(releasing_one_models_cache_leaves_the_other_models_scratch_
   const DevicePtr bx = b.scratch(gpu, "x", 4096);
   BOOST_TEST(ax != bx);
   BOOST_TEST(usable(gpu, bx, 4096, 0xB0));
-  BOOST_TEST(contains(gpu.alloc_report(), "OpCache::scratch (model A)"));
-  BOOST_TEST(contains(gpu.alloc_report(), "OpCache::scratch (model B)"));
+  BOOST_TEST(contains(gpu.alloc_report(), "op scratch (model A): x"));
+  BOOST_TEST(contains(gpu.alloc_report(), "op scratch (model B): x"));
   const gpuplug::LedgerStats before = gpu.ledger_stats();
 
   teardown_a.release_all(gpu);  // model A is done; B keeps serving
 
   BOOST_TEST(gpu.live_alloc_count() == before.live_count - 1);  // only A's buffer went
   BOOST_TEST(gpu.live_bytes() == before.live_bytes - 4096);
-  BOOST_TEST(!contains(gpu.alloc_report(), "OpCache::scratch (model A)"));
-  BOOST_TEST(contains(gpu.alloc_report(), "OpCache::scratch (model B)"));
+  BOOST_TEST(!contains(gpu.alloc_report(), "op scratch (model A): x"));
+  BOOST_TEST(contains(gpu.alloc_report(), "op scratch (model B): x"));
   BOOST_TEST(holds(gpu, bx, 4096, 0xB0));       // B's data survived A's release
   BOOST_TEST(b.scratch(gpu, "x", 4096) == bx);  // and B's cache still has it: a hit
   BOOST_TEST(usable(gpu, bx, 4096));

@@ -15,6 +15,7 @@
 #include "check.hpp"
 #include "explain.hpp"
 #include "matrix.hpp"
+#include "mem.hpp"
 #include "modules.hpp"
 
 namespace {
@@ -63,6 +64,9 @@ void print_usage(std::ostream& os) {
         "                  kernel preflight: which target of each module loads on each device\n"
         "  matrix [--markdown] [--html OUT] [--baseline OLD.json]... RESULT.json...\n"
         "                  one table of `check --json` runs from several backends and machines\n"
+        "  mem SNAPSHOT.json [--html OUT.html] | mem diff A.json B.json\n"
+        "                  a memory snapshot's sites, peaks and scratch; what grew between two;\n"
+        "                  a page with the timeline per site (see 'gpuplug mem --help')\n"
         "\n"
         "options:\n"
         "  --version       print the gpuplug and plugin ABI versions\n"
@@ -279,11 +283,12 @@ struct Command {
 };
 
 // New commands (e.g. `check`) are one line here.
-constexpr std::array<Command, 4> commands{{
+constexpr std::array<Command, 5> commands{{
     {"list", &cmd_list},
     {"check", &run_check},                       // tools/gpuplug/check.cpp
     {"modules", &run_modules},                   // tools/gpuplug/modules.cpp
     {"matrix", &gpuplug::tool::run_matrix},      // tools/gpuplug/matrix.cpp
+    {"mem", &gpuplug::tool::run_mem},            // tools/gpuplug/mem.cpp
 }};
 
 }  // namespace

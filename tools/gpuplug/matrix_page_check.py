@@ -11,31 +11,17 @@ Chromium is installed; scripts/lib/common.sh installs it.
 import json
 import os
 import re
-import shutil
-import struct
 import subprocess
 import sys
-import tempfile
-import atexit
-import zlib
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from browser import Browser, Checks, png_colours, scratch_folder  # noqa: E402 (tools/gpuplug/browser.py, beside this)
 
 tool, broken = sys.argv[1:3]
-browser = shutil.which("chromium") or shutil.which("chromium-browser")
-if browser is None:
-    print("skipped: no chromium installed (apt-get install chromium)")
-    sys.exit(77)
+browser = Browser.found_or_skip()
 
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-
-
-work = tempfile.mkdtemp(prefix="gpuplug-page-")
-atexit.register(shutil.rmtree, work, True)
-p = lambda name: os.path.join(work, name)
+check = Checks()
+p = scratch_folder("gpuplug-page-")
 
 
 def gp(*args):
@@ -43,11 +29,7 @@ def gp(*args):
 
 
 def chromium(*args):
-    # --no-sandbox: CI runs as root, where Chromium refuses its sandbox. A private profile, so
-    # that nothing of the user's is read or written.
-    cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-           f"--user-data-dir={p('profile')}", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    return browser.run(p("profile"), *args)
 
 
 cases = ["--case", "alloc_copy", "--case", "launch_axpy", "--case", "zero_byte"]
@@ -94,45 +76,6 @@ check(visible_rows(dom) == ["zero_byte_alloc"], f"#changed shows {visible_rows(d
 check('class="failed regressed"' in dom, "the regressed cell is not marked")
 
 
-def png_colours(path):
-    """Distinct RGB(A) pixels of a PNG (8-bit, colour types 2 and 6, as Chromium writes)."""
-    data = open(path, "rb").read()
-    if data[:8] != b"\x89PNG\r\n\x1a\n":
-        return set()
-    pos, idat, width, height, ctype = 8, b"", 0, 0, 0
-    while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
-        if kind == b"IHDR":
-            width, height, depth, ctype = struct.unpack(">IIBB", body[:10])
-        elif kind == b"IDAT":
-            idat += body
-        pos += 12 + length
-    bpp = {2: 3, 6: 4}.get(ctype)
-    if bpp is None:
-        return set()
-    raw, stride, prev, colours = zlib.decompress(idat), width * bpp, None, set()
-    for y in range(height):
-        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-        for i in range(stride):  # undo the PNG filters
-            a = line[i - bpp] if i >= bpp else 0
-            b = prev[i] if prev else 0
-            c = prev[i - bpp] if prev and i >= bpp else 0
-            if f == 1:
-                line[i] = (line[i] + a) & 255
-            elif f == 2:
-                line[i] = (line[i] + b) & 255
-            elif f == 3:
-                line[i] = (line[i] + (a + b) // 2) & 255
-            elif f == 4:
-                pa, pb, pc = abs(b - c), abs(a - c), abs(a + b - 2 * c)
-                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-        prev = line
-        for x in range(0, stride, bpp * 7):  # a sample is enough
-            colours.add(bytes(line[x:x + 3]))
-    return colours
-
-
 shot = p("matrix.png")
 chromium(f"--screenshot={shot}", "--window-size=900,400", url)
 colours = png_colours(shot) if os.path.exists(shot) else set()
@@ -142,7 +85,4 @@ check(any(g > r + 8 and g > b + 8 for r, g, b in colours) and
       any(r > g + 8 and r > b + 8 for r, g, b in colours),
       "the screenshot has no green and red cells")
 
-if failures:
-    print("FAIL:\n  " + "\n  ".join(failures))
-    sys.exit(1)
-print(f"ok: the matrix page in {os.path.basename(browser)} (screenshot {len(colours)} colours)")
+check.finish(f"ok: the matrix page in {browser.name} (screenshot {len(colours)} colours)")

@@ -69,6 +69,21 @@ inline std::vector<std::string_view> split(std::string_view s, char separator) {
   }
 }
 
+/// "512 B", "1.5 KiB", "384.0 MiB": a size for tables and one-line reports (one decimal, binary
+/// units), where describe_bytes's exact count would be noise.
+inline std::string short_bytes(std::uint64_t bytes) {
+  static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(bytes);
+  std::size_t unit = 0;
+  while (v >= 1024.0 && unit + 1 < std::size(units)) {
+    v /= 1024.0;
+    ++unit;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, unit == 0 ? "%.0f %s" : "%.1f %s", v, units[unit]);
+  return buf;
+}
+
 /// strerror for messages, thread-safe (GNU strerror_r returns the text it chose).
 inline std::string errno_text(int err) {
   char buf[128];

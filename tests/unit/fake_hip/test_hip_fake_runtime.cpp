@@ -26,6 +26,7 @@
 #include <gpuplug/gpuplug.hpp>
 
 #include "../plugin_table_harness.hpp"
+#include "../memory_cases.hpp"
 
 using namespace gpuplug::test;  // NOLINT(google-build-using-namespace): the harness is the test's
 
@@ -435,4 +436,35 @@ BOOST_AUTO_TEST_CASE(a_runtime_without_events_still_loads_and_says_so) {
   dev.ok(dev.t.memset_d8(dev.inst, buf, 1, 64, 0), "memset_d8");
   dev.ok(dev.t.synchronize(dev.inst), "synchronize");
   dev.ok(dev.t.free(dev.inst, buf), "free");
+}
+
+// Memory you can see (issue 18) through the core on the fake's first device: the same cases as
+// on host (tests/unit/memory_cases.hpp), through the HIP plugin's ledger.
+namespace {
+memory_cases::MakeBackend hip_backend() {
+  auto registry = std::make_shared<gpuplug::PluginRegistry>();
+  registry->add_plugin_file(plugin_under_test());
+  return [registry](const gpuplug::Options& options) {
+    return registry->create("hip:0!", options);
+  };
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(memory_snapshot_on_the_fake, *full_fake()) {
+  memory_cases::check_snapshot(hip_backend());
+}
+BOOST_AUTO_TEST_CASE(memory_history_on_the_fake, *full_fake()) {
+  memory_cases::check_history(hip_backend());
+}
+BOOST_AUTO_TEST_CASE(memory_scopes_on_the_fake, *full_fake()) {
+  memory_cases::check_scopes(hip_backend());
+}
+BOOST_AUTO_TEST_CASE(memory_hammer_on_the_fake, *full_fake()) {
+  memory_cases::check_hammer(hip_backend());
+}
+BOOST_AUTO_TEST_CASE(out_of_memory_report_on_the_fake, *full_fake()) {
+  memory_cases::check_out_of_memory_report(hip_backend());
+}
+BOOST_AUTO_TEST_CASE(out_of_memory_observer_on_the_fake, *full_fake()) {
+  memory_cases::check_out_of_memory_observer(hip_backend());
 }

@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: Apache-2.0
+// Memory you can see on the host plugin (issue 18): snapshots, history, scopes, the
+// out-of-memory report and observer; the same cases run on the HIP and CUDA fakes.
+#define BOOST_TEST_MODULE memory
+#include <boost/test/unit_test.hpp>
+
+#include "host_backend.hpp"
+#include "memory_cases.hpp"
+
+using namespace gpuplug;
+using gpuplug::test::contains;
+namespace cases = gpuplug::test::memory_cases;
+
+namespace {
+
+cases::MakeBackend host() {
+  auto h = std::make_shared<test::Host>();
+  return [h](const Options& options) { return h->another(options); };
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(snapshot_lists_live_allocations_sites_and_peaks) {
+  cases::check_snapshot(host());
+}
+
+BOOST_AUTO_TEST_CASE(memory_history_keeps_the_last_n_events) { cases::check_history(host()); }
+
+BOOST_AUTO_TEST_CASE(scopes_nest_and_report_peak_and_net) { cases::check_scopes(host()); }
+
+BOOST_AUTO_TEST_CASE(scopes_and_snapshots_hold_while_threads_allocate) {
+  cases::check_hammer(host());
+}
+
+BOOST_AUTO_TEST_CASE(out_of_memory_names_request_limit_sites_and_scratch) {
+  cases::check_out_of_memory_report(host());
+}
+
+BOOST_AUTO_TEST_CASE(out_of_memory_observer_may_retry_decline_or_throw) {
+  cases::check_out_of_memory_observer(host());
+}
+
+BOOST_AUTO_TEST_CASE(op_scratch_is_reported_per_tag_live_and_retired) {
+  test::Host h;
+  GpuBackend& gpu = *h.gpu;
+  gpu.op_cache().scratch(gpu, "act", 1024);
+  gpu.op_cache().scratch(gpu, "act", 4096);  // outgrows: the 1 KiB buffer is retired
+  gpu.op_cache().scratch(gpu, "logits", 512);
+  const MemorySnapshot s = gpu.memory_snapshot();
+  BOOST_TEST_REQUIRE(s.op_scratch.size() == 2u);
+  BOOST_TEST(s.op_scratch[0].tag == "act");
+  BOOST_TEST(s.op_scratch[0].cache == "op scratch");
+  BOOST_TEST(s.op_scratch[0].live_bytes == 4096u);
+  BOOST_TEST(s.op_scratch[0].retired_bytes == 1024u);
+  BOOST_TEST(s.op_scratch[0].retired_count == 1u);
+  BOOST_TEST(s.op_scratch[1].tag == "logits");
+  BOOST_TEST(cases::site_named(s, "op scratch: act")->live_bytes == 5120u);
+  BOOST_TEST(cases::site_named(s, "op scratch: logits") != nullptr);
+  gpu.op_cache().release(gpu);
+  BOOST_TEST(gpu.memory_snapshot().op_scratch.empty());
+}
+
+BOOST_AUTO_TEST_CASE(bad_snapshot_text_is_refused_naming_source_and_reason) {
+  const auto refused = [](std::string_view text, std::string_view why) {
+    try {
+      parse_memory_snapshot(text, "a.json");
+      BOOST_FAIL("accepted: " << text);
+    } catch (const BadSnapshot& e) {
+      BOOST_TEST(contains(e.what(), "a.json: "), e.what());
+      BOOST_TEST(contains(e.what(), why), e.what());
+    }
+  };
+  refused("{\"schema\": 1,", "line ");
+  refused("{\"schema\": 2, \"totals\": {}}", "schema 2, this gpuplug reads 1");
+  refused("{\"schema\": 1}", "has no \"totals\"");
+  refused(
+      "{\"schema\": 1, \"totals\": {\"live_bytes\": -1, \"live_count\": 0, \"peak_bytes\": 0, "
+      "\"live_managed_bytes\": 0, \"total_allocs\": 0, \"total_frees\": 0}}",
+      "totals: \"live_bytes\" is not an unsigned integer");
+}

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""CTest driver: mem_check.py <gpuplug> <gemm_pipeline> <memory.schema.json>
+
+`gemm_pipeline --memory-snapshot` on host writes two snapshots (after warm-up and at exit) that
+validate against the installed schema; `gpuplug mem` prints their summary (sites, peaks, OpCache
+scratch per tag, the history), their diff (the model's buffers gone at exit) and their page; bad
+input (a missing file, bad JSON, another schema, a field of the wrong type, usage errors) exits
+2 naming the file and the reason. python3-jsonschema is required (scripts/lib/common.sh installs
+it): without it this fails.
+"""
+import atexit
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+try:
+    import jsonschema
+except ImportError:
+    sys.exit("FAIL: python3-jsonschema is not installed (apt-get install python3-jsonschema)")
+
+tool, pipeline, schema_file = sys.argv[1:4]
+schema = json.load(open(schema_file))
+failures = []
+
+
+def check(ok, what):
+    if not ok:
+        failures.append(what)
+
+
+work = tempfile.mkdtemp(prefix="gpuplug-mem-")
+atexit.register(shutil.rmtree, work, True)
+p = lambda name: os.path.join(work, name)
+
+
+def run(*cmd):
+    return subprocess.run(list(cmd), capture_output=True, text=True, timeout=300)
+
+
+r = run(pipeline, "--backend", "host", "--steps", "3", "--m", "64", "--n", "64", "--k", "64",
+        "--log-level", "warning", "--memory-snapshot", p("run.json"))
+check(r.returncode == 0, f"gemm_pipeline --memory-snapshot: exit {r.returncode}: {r.stderr}")
+check(f"memory snapshot: {p('run.warmup.json')}" in r.stdout, "no warm-up snapshot line")
+check(f"memory snapshot: {p('run.json')}" in r.stdout, "no exit snapshot line")
+
+docs = {}
+for name in ("run.warmup.json", "run.json"):
+    if not os.path.exists(p(name)):
+        failures.append(f"{name} was not written")
+        continue
+    doc = json.load(open(p(name)))
+    docs[name] = doc
+    try:
+        jsonschema.validate(doc, schema)
+    except jsonschema.ValidationError as e:
+        failures.append(f"{name} does not validate: {e.message} at {list(e.absolute_path)}")
+
+warm, end = docs.get("run.warmup.json"), docs.get("run.json")
+if warm and end:
+    check(warm["complete"] and warm["backend"] == "host:0", "the warm-up snapshot is not host:0's")
+    check(warm["totals"]["live_count"] > 0, "nothing live after warm-up")
+    check(end["totals"]["live_count"] == 0, "the exit snapshot (after teardown) still holds memory")
+    check(end["totals"]["peak_bytes"] >= warm["totals"]["live_bytes"], "the peak fell")
+    check(end["history"]["capacity"] == 4096 and end["history"]["events"],
+          "gemm_pipeline did not turn the history on")
+    sites = {s["site"] for s in warm["sites"]}
+    check(any(s.startswith("op scratch (mlp): ") for s in sites),
+          f"no per-tag scratch site of the model cache in {sorted(sites)}")
+    allocs = sum(e["action"] == "alloc" for e in end["history"]["events"])
+    frees = sum(e["action"] == "free" for e in end["history"]["events"])
+    check(allocs == frees == end["totals"]["total_allocs"],
+          f"history of the whole run: {allocs} allocs, {frees} frees, "
+          f"{end['totals']['total_allocs']} allocations")
+
+# The summary: totals, every site with its peak, the history kept.
+r = run(tool, "mem", p("run.warmup.json"))
+check(r.returncode == 0, f"mem: exit {r.returncode}: {r.stderr}")
+check(re.search(r"^host:0: \d+ live allocations, .* \(peak .*\); \d+ allocs, \d+ frees", r.stdout,
+                re.M) is not None, f"mem: no totals line:\n{r.stdout}")
+check(re.search(r"^site +live +count +peak$", r.stdout, re.M) is not None, "mem: no site table")
+check("op scratch (mlp): " in r.stdout, "mem: the scratch sites are missing")
+check(re.search(r"^history: \d+ events kept of \d+ \(memory_history=4096\)$", r.stdout, re.M)
+      is not None, f"mem: no history line:\n{r.stdout}")
+
+# The diff: every site the model held is gone at exit.
+r = run(tool, "mem", "diff", p("run.warmup.json"), p("run.json"))
+check(r.returncode == 0, f"mem diff: exit {r.returncode}: {r.stderr}")
+check(re.search(r"^host:0 -> host:0: live .* -> 0 B \(-", r.stdout, re.M) is not None,
+      f"mem diff: no totals line:\n{r.stdout}")
+check(r.stdout.count("(gone)") == len([s for s in warm["sites"] if s["live_count"]]) if warm else 0,
+      f"mem diff: not every live site is gone:\n{r.stdout}")
+r = run(tool, "mem", "diff", p("run.json"), p("run.json"))
+check(r.returncode == 0 and "no call site changed" in r.stdout, f"mem diff A A: {r.stdout}")
+
+# The page: one band per site that held memory, the peak, the allocations table.
+r = run(tool, "mem", p("run.warmup.json"), "--html", p("run.html"))
+check(r.returncode == 0, f"mem --html: exit {r.returncode}: {r.stderr}")
+page = open(p("run.html")).read() if os.path.exists(p("run.html")) else ""
+bands = page.count('<path class="band"')
+check(warm is not None and bands == len([s for s in warm["sites"] if s["peak_bytes"]]),
+      f"mem --html: {bands} bands for the snapshot's sites")
+check('id="peak"' in page and 'id="allocations"' in page, "mem --html: no peak or no table")
+check(not re.search(r"(src|href)=\"https?:", page), "mem --html: the page fetches something")
+
+# Bad input: exit 2, naming the file and the reason.
+open(p("bad.json"), "w").write('{"schema": 1,\n "totals": ')
+doc = json.loads(json.dumps(warm or {"schema": 1}))
+doc["schema"] = 2
+json.dump(doc, open(p("v2.json"), "w"))
+doc["schema"] = 1
+if "allocations" in doc and doc["allocations"]:
+    doc["allocations"][0]["bytes"] = "many"
+json.dump(doc, open(p("typed.json"), "w"))
+for args, want in [
+    ([p("missing.json")], "missing.json"),
+    ([p("bad.json")], "bad.json: line "),
+    ([p("v2.json")], "v2.json: schema 2, this gpuplug reads 1"),
+    ([p("typed.json")], "typed.json: allocations[0]: \"bytes\" is not an unsigned integer"),
+    ([], "no snapshot"),
+    (["diff", p("run.json")], "diff needs two snapshots"),
+    ([p("run.json"), "--frobnicate"], "unknown option '--frobnicate'"),
+    ([p("run.json"), "--html"], "--html needs a file"),
+]:
+    r = run(tool, "mem", *args)
+    check(r.returncode == 2, f"mem {args}: exit {r.returncode}, not 2")
+    check(want in r.stderr, f"mem {args}: stderr does not say {want!r}: {r.stderr!r}")
+
+if failures:
+    print("FAIL:\n  " + "\n  ".join(failures))
+    sys.exit(1)
+print(f"ok: gemm_pipeline snapshots validate; gpuplug mem summary, diff, page and 8 bad inputs")
