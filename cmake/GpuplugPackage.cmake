@@ -38,9 +38,10 @@ install(FILES
   ${PROJECT_SOURCE_DIR}/examples/plugin_template/example_plugin.cpp
   DESTINATION ${CMAKE_INSTALL_DATADIR}/gpuplug/examples/plugin_template)
 # What an author reads beside the headers: the guide, the ABI rules, the suite, the sample
-# kernels' contract (docs/kernels.md), the lints (docs/lints.md) and the test matrix.
+# kernels' contract (docs/kernels.md), the lints (docs/lints.md), the test matrix and the layer
+# interface (docs/layers.md, for <gpuplug/layer.h>).
 set(_gpuplug_author_docs plugin-authors.md architecture.md conformance.md kernels.md lints.md
-  test-matrix.md)
+  test-matrix.md layers.md)
 list(TRANSFORM _gpuplug_author_docs PREPEND ${PROJECT_SOURCE_DIR}/docs/)
 install(FILES ${_gpuplug_author_docs} DESTINATION ${CMAKE_INSTALL_DOCDIR})
 unset(_gpuplug_author_docs)

@@ -33,7 +33,7 @@ namespace gpuplug {
 
 namespace {
 
-// ---- checked caches (docs/layers-validate.md): release while another thread is inside
+// ---- checked caches (docs/layers.md, "validate"): release while another thread is inside
 
 /// What backend_ holds for `gpu` in a checked cache: its address with the low bit set. A
 /// GpuBackend is pointer-aligned, so no real address has that bit, and every hit's compare with

@@ -78,7 +78,7 @@ class PluginBackend final : public GpuBackend {
   /// "validate, trace": the layers this backend runs with, top first; "" when none.
   std::string layer_names() const;
   /// True when the built-in validate layer is among them: the OpCaches bound to this backend
-  /// then also check that `release` has the cache to itself (docs/layers-validate.md).
+  /// then also check that `release` has the cache to itself (docs/layers.md, "validate").
   bool validates() const noexcept { return validates_; }
 
   // For the optional-slot thunks and defaults: the top level's table and instance (the plugin's

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The built-in `validate` layer (docs/layers-validate.md): refuses misuse of one backend before
+// The built-in `validate` layer (docs/layers.md, "validate"): refuses misuse of one backend before
 // its plugin sees it, naming the operation, the object and where it was made.
 #pragma once
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The built-in validate layer (issue 17, docs/layers-validate.md) on the host plugin: each misuse
+// The built-in validate layer (issue 17, docs/layers.md, "validate") on the host plugin: each misuse
 // it refuses, with the message that names the operation, the object and where it was made.
 #define BOOST_TEST_MODULE validate
 #include <gpuplug/layer.h>
@@ -446,7 +446,7 @@ BOOST_AUTO_TEST_CASE(gpuplug_layers_turns_it_on) {
 BOOST_AUTO_TEST_SUITE_END()
 
 // OpCache::release needs exclusive use of the cache (docs/opcache.md); on a backend that runs
-// validate, a cache checks it (docs/layers-validate.md).
+// validate, a cache checks it (docs/layers.md, "validate").
 BOOST_AUTO_TEST_SUITE(op_cache)
 
 BOOST_AUTO_TEST_CASE(release_while_another_thread_is_inside_is_refused) {
