@@ -30,10 +30,11 @@ struct World {
 };
 World* g_world = nullptr;
 
-void copy_staged(benchmark::State& state) {
+/// copy_peer from backend `a` to backend `b` of the world (the same one for same_backend).
+void copy(benchmark::State& state, bool same_backend) {
   const auto bytes = static_cast<std::size_t>(state.range(0));
   GpuBackend& src = *g_world->a;
-  GpuBackend& dst = *g_world->b;
+  GpuBackend& dst = same_backend ? src : *g_world->b;
   const DevicePtr s = src.alloc(bytes, "bench_peer src");
   const DevicePtr d = dst.alloc(bytes, "bench_peer dst");
   for (auto _ : state) gpuplug::copy_peer(dst, d, src, s, bytes);
@@ -42,16 +43,8 @@ void copy_staged(benchmark::State& state) {
   dst.free(d);
 }
 
-void copy_same_backend(benchmark::State& state) {
-  const auto bytes = static_cast<std::size_t>(state.range(0));
-  GpuBackend& gpu = *g_world->a;
-  const DevicePtr s = gpu.alloc(bytes, "bench_peer src");
-  const DevicePtr d = gpu.alloc(bytes, "bench_peer dst");
-  for (auto _ : state) gpuplug::copy_peer(gpu, d, gpu, s, bytes);
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes));
-  gpu.free(s);
-  gpu.free(d);
-}
+void copy_staged(benchmark::State& state) { copy(state, false); }
+void copy_same_backend(benchmark::State& state) { copy(state, true); }
 
 void raw_memcpy(benchmark::State& state) {
   const auto bytes = static_cast<std::size_t>(state.range(0));

@@ -72,12 +72,15 @@ class DestinationQueue {
 
 void copy_peer(GpuBackend& dst_backend, DevicePtr dst, GpuBackend& src_backend, DevicePtr src,
                std::size_t bytes, const PeerCopyOptions& options) {
-  const std::string what = std::string(src_backend.name()) + " " + support::hex(src.value) +
-                           " -> " + std::string(dst_backend.name()) + " " +
-                           support::hex(dst.value) + ", " + support::describe_bytes(bytes);
+  // What the copy was, for its errors only: nothing is formatted on the way through.
+  const auto what = [&] {
+    return std::string(src_backend.name()) + " " + support::hex(src.value) + " -> " +
+           std::string(dst_backend.name()) + " " + support::hex(dst.value) + ", " +
+           support::describe_bytes(bytes);
+  };
   if (options.chunk_bytes == 0)
     throw Error(Status::invalid_argument, std::string(dst_backend.name()), "copy_peer",
-                what + ": chunk_bytes is 0");
+                what() + ": chunk_bytes is 0");
   if (bytes == 0) return;
   if (&dst_backend == &src_backend) {
     dst_backend.copy_d2d(dst, src, bytes);
@@ -101,11 +104,11 @@ void copy_peer(GpuBackend& dst_backend, DevicePtr dst, GpuBackend& src_backend, 
     queue.finish();
   } catch (const Error& e) {
     throw Error(e.status(), e.backend(), "copy_peer",
-                what + ": at byte " + std::to_string(offset) + ": " + e.operation() + ": " +
+                what() + ": at byte " + std::to_string(offset) + ": " + e.operation() + ": " +
                     e.message());
   } catch (const std::bad_alloc&) {
     throw Error(Status::out_of_memory, std::string(dst_backend.name()), "copy_peer",
-                what + ": no host memory for the staging chunks");
+                what() + ": no host memory for the staging chunks");
   }
 }
 
