@@ -103,9 +103,10 @@ namespace {
 /// <the 3 largest sites>; device_memory_limit ...; device <free> free of <total>; op scratch
 /// held: ...". Never throws (without memory for the report it returns `reason`).
 std::string out_of_memory_report(GpuBackend& gpu, std::size_t bytes, const char* site,
-                                 const std::string& reason) noexcept {
+                                 const std::string& reason, std::string_view operation) noexcept {
   try {
     std::string out = "out of memory allocating " + short_bytes(bytes);
+    if (operation == "alloc_managed") out += " of managed memory";
     if (site != nullptr && site[0] != '\0') out += std::string(" at ") + site;
     out += ": " + reason;
     // What holds the memory. Each part is best effort: a report that cannot say more still says
@@ -153,8 +154,9 @@ std::string out_of_memory_report(GpuBackend& gpu, std::size_t bytes, const char*
 }  // namespace
 
 DevicePtr GpuBackend::out_of_memory(std::size_t bytes, const char* site, const std::string& reason,
-                                    const std::function<std::optional<DevicePtr>()>& retry) {
-  std::string report = out_of_memory_report(*this, bytes, site, reason);
+                                    const std::function<std::optional<DevicePtr>()>& retry,
+                                    std::string_view operation) {
+  std::string report = out_of_memory_report(*this, bytes, site, reason, operation);
   std::shared_ptr<const OutOfMemoryObserver> observer;
   {
     std::lock_guard lock(observer_mutex_);
@@ -164,22 +166,23 @@ DevicePtr GpuBackend::out_of_memory(std::size_t bytes, const char* site, const s
     OutOfMemoryAction action = OutOfMemoryAction::fail;
     const GpuBackend* outer = std::exchange(observing, this);
     try {
-      action = (*observer)(OutOfMemory{name(), bytes, site != nullptr ? site : "", report});
+      action = (*observer)(
+          OutOfMemory{name(), bytes, site != nullptr ? site : "", report, operation});
     } catch (...) {
       observing = outer;
       // The caller gets the out-of-memory it can handle, saying the observer failed too.
       throw Error(
-          Status::out_of_memory, std::string(name()), "alloc",
+          Status::out_of_memory, std::string(name()), std::string(operation),
           report + "; the out-of-memory observer failed: " + support::describe_current_exception());
     }
     observing = outer;
     if (action == OutOfMemoryAction::retry) {
       if (const std::optional<DevicePtr> p = retry()) return *p;
-      report = out_of_memory_report(*this, bytes, site, reason) +
+      report = out_of_memory_report(*this, bytes, site, reason, operation) +
                " (the out-of-memory observer asked for a retry, which failed too)";
     }
   }
-  throw Error(Status::out_of_memory, std::string(name()), "alloc", std::move(report));
+  throw Error(Status::out_of_memory, std::string(name()), std::string(operation), std::move(report));
 }
 
 }  // namespace gpuplug

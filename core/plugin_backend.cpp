@@ -175,14 +175,17 @@ DevicePtr PluginBackend::alloc(std::size_t bytes, const char* site) {
   std::uint64_t out = 0;
   const gpuplug_status_t status = table_.alloc(instance_, bytes, site, &out);
   if (status == GPUPLUG_STATUS_OUT_OF_MEMORY) [[unlikely]]
-    return alloc_out_of_memory(bytes, site);
+    return alloc_out_of_memory(bytes, site, false);
   check(status, "alloc");
   return DevicePtr{out};
 }
 
 DevicePtr PluginBackend::alloc_managed(std::size_t bytes, const char* site) {
   std::uint64_t out = 0;
-  check(optional_.alloc_managed(*this, bytes, site, &out), "alloc_managed");
+  const gpuplug_status_t status = optional_.alloc_managed(*this, bytes, site, &out);
+  if (status == GPUPLUG_STATUS_OUT_OF_MEMORY) [[unlikely]]
+    return alloc_out_of_memory(bytes, site, true);
+  check(status, "alloc_managed");
   return DevicePtr{out};
 }
 

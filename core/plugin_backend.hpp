@@ -111,7 +111,8 @@ class PluginBackend final : public GpuBackend {
   std::string last_error() const;
   /// alloc's cold path after OUT_OF_MEMORY: the report and the observer
   /// (GpuBackend::out_of_memory).
-  [[gnu::cold]] DevicePtr alloc_out_of_memory(std::size_t bytes, const char* site);
+  // `managed`: for alloc_managed, else alloc.
+  [[gnu::cold]] DevicePtr alloc_out_of_memory(std::size_t bytes, const char* site, bool managed);
   std::string c_name(std::string_view name, const char* op, const char* what) const;
   /// Refuses the null event before the plugin sees it, naming `operation` and the role.
   void check_event(Event event, const char* operation, const char* role = "event") const;

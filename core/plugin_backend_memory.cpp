@@ -60,7 +60,7 @@ MemoryScopeResult PluginBackend::end_memory_scope(std::uint64_t scope) {
   return r;
 }
 
-DevicePtr PluginBackend::alloc_out_of_memory(std::size_t bytes, const char* site) {
+DevicePtr PluginBackend::alloc_out_of_memory(std::size_t bytes, const char* site, bool managed) {
   std::string reason;
   try {
     reason = last_error();
@@ -68,13 +68,19 @@ DevicePtr PluginBackend::alloc_out_of_memory(std::size_t bytes, const char* site
     reason = "(no memory to read the plugin's message)";
   }
   if (reason.empty()) reason = "the device has no memory left";
-  return out_of_memory(bytes, site, reason, [&]() -> std::optional<DevicePtr> {
-    std::uint64_t out = 0;
-    const gpuplug_status_t status = table_.alloc(instance_, bytes, site, &out);
-    if (status == GPUPLUG_STATUS_OUT_OF_MEMORY) return std::nullopt;
-    check(status, "alloc");
-    return DevicePtr{out};
-  });
+  const char* operation = managed ? "alloc_managed" : "alloc";
+  return out_of_memory(
+      bytes, site, reason,
+      [&]() -> std::optional<DevicePtr> {
+        std::uint64_t out = 0;
+        const gpuplug_status_t status =
+            managed ? optional_.alloc_managed(*this, bytes, site, &out)
+                    : table_.alloc(instance_, bytes, site, &out);
+        if (status == GPUPLUG_STATUS_OUT_OF_MEMORY) return std::nullopt;
+        check(status, operation);
+        return DevicePtr{out};
+      },
+      operation);
 }
 
 }  // namespace gpuplug::detail

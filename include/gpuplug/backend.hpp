@@ -174,12 +174,14 @@ class GpuBackend {
   virtual std::uint64_t begin_memory_scope();
   virtual MemoryScopeResult end_memory_scope(std::uint64_t scope);
 
-  /// For `alloc` implementations, after the device refused `bytes` for lack of memory with
-  /// `reason` (the plugin's message): asks the observer, and returns what `retry` returns when it
-  /// asks for one and `retry` succeeds (nullopt: out of memory again); otherwise throws
-  /// Error(out_of_memory, name(), "alloc", <the report>). Other errors of `retry` propagate.
+  /// For `alloc` and `alloc_managed` implementations (`operation`), after the device refused
+  /// `bytes` for lack of memory with `reason` (the plugin's message): asks the observer, and
+  /// returns what `retry` returns when it asks for one and `retry` succeeds (nullopt: out of
+  /// memory again); otherwise throws Error(out_of_memory, name(), operation, <the report>). Other
+  /// errors of `retry` propagate.
   DevicePtr out_of_memory(std::size_t bytes, const char* site, const std::string& reason,
-                          const std::function<std::optional<DevicePtr>()>& retry);
+                          const std::function<std::optional<DevicePtr>()>& retry,
+                          std::string_view operation = "alloc");
 
  private:
   friend class MemoryScope;

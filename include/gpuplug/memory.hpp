@@ -139,13 +139,15 @@ struct OutOfMemory {
   std::uint64_t requested_bytes = 0;
   std::string_view site;
   std::string_view report;  // what, the limit or free memory, live bytes, top sites, scratch
+  std::string_view operation = "alloc";  // the call that failed: "alloc" or "alloc_managed"
 };
 
 /// What the alloc that failed does next: throw the report, or try once more (after the observer
 /// freed something, e.g. released caches it owns).
 enum class OutOfMemoryAction { fail, retry };
 
-/// Called on the allocating thread when `alloc` fails for lack of memory, at most once per alloc.
+/// Called on the allocating thread when `alloc` or `alloc_managed` fails for lack of memory, at
+/// most once per call.
 /// An out-of-memory in an allocation the observer itself makes (same thread) does not call it
 /// again. If it throws, the alloc throws the Error(out_of_memory) report, with "; the
 /// out-of-memory observer failed: <what>" added: the caller sees the out-of-memory it can handle.

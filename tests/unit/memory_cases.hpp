@@ -264,4 +264,44 @@ inline void check_out_of_memory_observer(const MakeBackend& make) {
   gpu->free(room);
 }
 
+// alloc_managed's out-of-memory gets the same report and observer as alloc's, naming itself.
+// The faults layer makes the first managed allocation fail, so any plugin with managed memory
+// can run it.
+inline void check_managed_out_of_memory(const MakeBackend& make) {
+  const Options faults = {{"layers", "faults"}, {"faults", "alloc_managed@1=out_of_memory"}};
+  {
+    const auto gpu = make(faults);
+    const DevicePtr held = gpu->alloc(4096, "held");
+    int calls = 0;
+    std::string operation;
+    std::string report;
+    gpu->set_out_of_memory_observer([&](const OutOfMemory& oom) {
+      ++calls;
+      operation = std::string(oom.operation);
+      report = std::string(oom.report);
+      return OutOfMemoryAction::retry;  // the fault was the first call only: the retry succeeds
+    });
+    const DevicePtr spill = gpu->alloc_managed(1024, "spill");
+    BOOST_TEST(calls == 1);
+    BOOST_TEST(operation == "alloc_managed");
+    BOOST_TEST(contains(report, "out of memory allocating 1.0 KiB of managed memory at spill"), report);
+    BOOST_TEST(contains(report, "4.0 KiB held"), report);
+    BOOST_TEST(gpu->live_bytes() == 4096u + 1024u);
+    gpu->free(spill);
+    gpu->free(held);
+  }
+  const auto gpu = make(faults);  // no observer: the report is the Error
+  try {
+    gpu->alloc_managed(1024, "spill");
+    BOOST_FAIL("alloc_managed succeeded");
+  } catch (const Error& e) {
+    BOOST_TEST((e.status() == Status::out_of_memory));
+    BOOST_TEST(e.operation() == "alloc_managed");
+    BOOST_TEST(contains(e.what(), "out of memory allocating 1.0 KiB of managed memory at spill: "),
+               e.what());
+    BOOST_TEST(contains(e.what(), "op scratch held: "), e.what());
+  }
+  BOOST_TEST(gpu->live_bytes() == 0u);
+}
+
 }  // namespace gpuplug::test::memory_cases

@@ -40,6 +40,10 @@ BOOST_AUTO_TEST_CASE(out_of_memory_observer_may_retry_decline_or_throw) {
   cases::check_out_of_memory_observer(host());
 }
 
+BOOST_AUTO_TEST_CASE(managed_out_of_memory_gets_the_report_and_the_observer) {
+  cases::check_managed_out_of_memory(host());
+}
+
 BOOST_AUTO_TEST_CASE(op_scratch_is_reported_per_tag_live_and_retired) {
   test::Host h;
   GpuBackend& gpu = *h.gpu;
