@@ -372,8 +372,8 @@ BOOST_AUTO_TEST_CASE(inspect_module_asks_the_driver_for_the_compute_capability) 
 }
 
 // Memory you can see (issue 18) through the core wherever a device is (a GPU, or the fake
-// driver's "device" mode, which allocates nothing: device_memory_limit refuses the request in
-// the shared ledger before the driver is asked).
+// driver's "device" mode): device_memory_limit refuses the request in the shared ledger before
+// the driver is asked.
 BOOST_AUTO_TEST_CASE(memory_snapshot_scopes_and_out_of_memory_report_through_the_core) {
   if (probe().reason != GPUPLUG_PROBE_AVAILABLE) {
     BOOST_TEST_MESSAGE("skipped: no CUDA device (" << probe().message << ")");
