@@ -1,32 +1,60 @@
 /* SPDX-License-Identifier: Apache-2.0
- * A fake libcuda.so.1 for the CUDA plugin's loader tests: one failure per GPUPLUG_FAKE_CUDA value.
+ * A fake libcuda.so.1 for the CUDA plugin: one driver failure, or one device that runs a small
+ * workload without a GPU, per GPUPLUG_FAKE_CUDA value.
  */
 
 /*
  * The tests put this library's folder on LD_LIBRARY_PATH so the plugin's dlopen("libcuda.so.1")
- * finds it, and pick the failure with GPUPLUG_FAKE_CUDA (the plugin loads the driver once per
+ * finds it, and pick the mode with GPUPLUG_FAKE_CUDA (the plugin loads the driver once per
  * process, so each value is its own test process):
  *   too_old         cuDriverGetVersion says CUDA 12.4 (12040)
  *   no_device       cuInit fails with CUDA_ERROR_NO_DEVICE (100)
  *   init_error      cuInit fails with CUDA_ERROR_UNKNOWN (999)
  *   missing_symbol  cuGetProcAddress does not know cuLaunchKernel
  *   zero_devices    everything loads, cuDeviceGetCount reports 0
- *   device          one fake device ("Fake CUDA GPU", sm_90), enough for create, destroy,
- *                   device_info, memory_info and synchronize: primary contexts (retains
- *                   counted) and a per-thread context stack, so tests can check that the plugin
- *                   retains each primary context once and leaves the thread's context alone;
- *                   and events on the default stream (the fake has no other): cuEvent* and
- *                   cuStreamWaitEvent, each needing the primary context current, a recorded
- *                   event complete at once (work is done when it is queued here), its time the
- *                   monotonic clock at cuEventRecord, and a destroyed or foreign event an error
+ *   device          one fake device ("Fake CUDA GPU", sm_90, 16 GiB) with what the plugin calls
+ *                   for a small workload; every call but the device queries needs the primary
+ *                   context current, as the real driver does (CUDA_ERROR_INVALID_CONTEXT):
+ *     contexts      primary contexts (retains counted) and a per-thread context stack, so tests
+ *                   can check that the plugin retains each primary context once and leaves the
+ *                   thread's context alone;
+ *     memory        cuMemAlloc, cuMemAllocManaged and cuMemFree backed by host memory (device
+ *                   addresses from 0x200000000000, never reused; managed ones are their host
+ *                   address, so the host may touch them), cuMemGetInfo's free bytes the total
+ *                   minus what is live, cuPointerGetAttribute's range start and size;
+ *     copies        cuMemcpyHtoD/DtoH/DtoD, their Async forms and cuMemsetD8(Async), done when
+ *                   called; a device range that is not inside one live allocation (an unknown
+ *                   or freed pointer, or a copy past the end) is CUDA_ERROR_INVALID_VALUE;
+ *     streams       cuStreamCreate/Destroy/Synchronize: work is complete when it is queued, so
+ *                   a stream is a handle whose liveness every call taking one checks
+ *                   (CUDA_ERROR_INVALID_HANDLE once destroyed);
+ *     events        cuEvent* and cuStreamWaitEvent on the default or any live stream, a
+ *                   recorded event complete at once, its time the monotonic clock at
+ *                   cuEventRecord, and a destroyed or foreign event an error;
+ *     modules       cuModuleLoadData(Ex) of the images the plugin loads (the build's fatbins,
+ *                   a cubin, or PTX text): the kernels and globals are the symbols of the
+ *                   image's sm_90 cubin (each global an allocation holding its initial bytes,
+ *                   freed at cuModuleUnload), or PTX's .entry names; cuModuleGetFunction/
+ *                   GetGlobal find those names or return CUDA_ERROR_NOT_FOUND;
+ *                   cuModuleGetFunctionCount/EnumerateFunctions and cuFuncGetName list them;
+ *     launch        cuLaunchKernel checks that the function belongs to a live module, that no
+ *                   grid or block dimension is 0 (and the block is at most 1024 threads) and
+ *                   the stream, then counts the launch: no kernel code ever runs, so results
+ *                   are whatever the copies left
  *   device_no_events  as device, but cuGetProcAddress knows no cuEvent* / cuStreamWaitEvent (an
  *                   old driver or a shim): the plugin must load and report events unsupported
  * In the other modes it never pretends to have a device: entry points other than the few above
  * return CUDA_ERROR_NOT_SUPPORTED and are never called in these modes. In every mode, entry
  * points it does not know return CUDA_ERROR_NOT_SUPPORTED.
  *
+ * State: what a driver keeps, per process as libcuda does: the primary context's retain count,
+ * and its allocations, streams and modules in tables guarded by one mutex (events are objects of
+ * their own). Nothing is freed at exit; a test that releases everything leaves the tables empty.
+ *
  * For the tests (dlsym on the already-loaded fake): gpuplug_fake_cuda_primary_retains() counts
  * cuDevicePrimaryCtxRetain calls, gpuplug_fake_cuda_primary_refcount() is the retain count now;
+ * gpuplug_fake_cuda_live_events(), _live_streams() and _live_allocations() count what is live
+ * (module globals included), gpuplug_fake_cuda_launches() the launches that passed the checks;
  * cuCtxGetCurrent and cuCtxSetCurrent are exported under their own names, as libcuda does, so a
  * test can play an application with its own context (any non-null pointer will do).
  */
