@@ -329,8 +329,7 @@ static int append(void** array, size_t* count, size_t* capacity, const void* ite
 }
 static void remove_at(void* array, size_t* count, size_t index, size_t size) {
   --*count;
-  memmove((char*)array + index * size, (char*)array + (index + 1) * size,
-          (*count - index) * size);
+  memmove((char*)array + index * size, (char*)array + (index + 1) * size, (*count - index) * size);
 }
 
 /* The allocation holding [ptr, ptr + bytes), or NULL. Lock held. */
@@ -351,8 +350,8 @@ static unsigned char* device_bytes(unsigned long long ptr, size_t bytes) {
 static fake_result allocate(unsigned long long* out, size_t bytes, int managed,
                             const struct fake_module* module) {
   if (bytes > FAKE_TOTAL_MEMORY - used_bytes) return FAKE_ERROR_OUT_OF_MEMORY;
-  struct fake_allocation a = {0, bytes, (unsigned char*)calloc(1, bytes == 0 ? 1 : bytes),
-                              managed, module};
+  struct fake_allocation a = {0, bytes, (unsigned char*)calloc(1, bytes == 0 ? 1 : bytes), managed,
+                              module};
   if (a.bytes == NULL) return FAKE_ERROR_OUT_OF_MEMORY;
   if (managed) {
     a.base = (unsigned long long)(uintptr_t)a.bytes;
@@ -547,6 +546,8 @@ static fake_result memset_d8_async(unsigned long long dst, unsigned char value, 
   unsigned char* to = device_bytes(dst, bytes);
   if (!stream_is_live(stream)) {
     result = FAKE_ERROR_INVALID_HANDLE;
+  } else if (bytes == 0) {
+    /* nothing to set, as with a copy of 0 bytes */
   } else if (to == NULL) {
     result = FAKE_ERROR_INVALID_VALUE;
   } else {
@@ -581,8 +582,8 @@ static char* copy_name(const char* name, size_t length) {
   return s;
 }
 static int add_function(struct fake_module* m, const char* name, size_t length) {
-  struct fake_function* grown = (struct fake_function*)realloc(
-      m->functions, (m->function_count + 1) * sizeof *m->functions);
+  struct fake_function* grown =
+      (struct fake_function*)realloc(m->functions, (m->function_count + 1) * sizeof *m->functions);
   if (grown == NULL) return 0;
   m->functions = grown;
   grown[m->function_count].name = copy_name(name, length);
@@ -624,7 +625,13 @@ static void free_module(struct fake_module* m) {
 
 /* The kernels and globals of an ELF cubin of `size` bytes; 0 when it is not one. Lock held. */
 static int read_cubin(struct fake_module* m, const unsigned char* elf, size_t size) {
-  if (size < 64 || memcmp(elf, "\x7f" "ELF", 4) != 0 || elf[4] != 2) return 0;
+  if (size < 64 ||
+      memcmp(elf,
+             "\x7f"
+             "ELF",
+             4) != 0 ||
+      elf[4] != 2)
+    return 0;
   const unsigned long long shoff = read_u(elf + 40, 8);
   const unsigned long long shentsize = read_u(elf + 58, 2);
   const unsigned long long shnum = read_u(elf + 60, 2);
@@ -643,7 +650,8 @@ static int read_cubin(struct fake_module* m, const unsigned char* elf, size_t si
     for (unsigned long long at = 0; at + 24 <= sym_bytes; at += 24) {
       const unsigned char* sym = elf + sym_at + at; /* Elf64_Sym */
       const unsigned long long name_at = read_u(sym, 4);
-      const unsigned type = sym[4] & 0xF, bind = sym[4] >> 4, section = (unsigned)read_u(sym + 6, 2);
+      const unsigned type = sym[4] & 0xF, bind = sym[4] >> 4,
+                     section = (unsigned)read_u(sym + 6, 2);
       /* Kernels are global; nvcc makes extern "C" __device__ variables local symbols. Symbols
        * outside any section (the reserved shared memory) and section names are neither. */
       if (bind > 2 || (type != 1 && type != 2) || section == 0 || section >= shnum ||
@@ -734,9 +742,14 @@ static fake_result module_load_data_ex(void** module, const void* image, unsigne
   pthread_mutex_lock(&driver_lock);
   int ok;
   fake_result failure = FAKE_ERROR_INVALID_IMAGE;
-  if (read_u(bytes, 4) == 0xBA55ED50ull) {
+  /* Neither magic holds a NUL, so a shorter string is text and its 4 bytes are not read. */
+  const int magic = strnlen((const char*)image, 4) == 4;
+  if (magic && read_u(bytes, 4) == 0xBA55ED50ull) {
     ok = read_fatbin(m, bytes);
-  } else if (memcmp(bytes, "\x7f" "ELF", 4) == 0) {
+  } else if (magic && memcmp(bytes,
+                             "\x7f"
+                             "ELF",
+                             4) == 0) {
     /* A cubin's size: through its section headers and the furthest section they name. */
     const unsigned long long shoff = read_u(bytes + 40, 8);
     unsigned long long size = shoff + read_u(bytes + 58, 2) * read_u(bytes + 60, 2);

@@ -415,9 +415,9 @@ BOOST_AUTO_TEST_CASE(fake_device_serves_a_workload_and_refuses_what_a_driver_ref
       BOOST_TEST_MESSAGE("skipped: no fake libcuda.so.1 beside this test program");
       return;
     }
-    BOOST_TEST(run_against_fake(dir, "device",
-                                "fake_device_serves_a_workload_and_refuses_what_a_driver_refuses") ==
-               0);
+    BOOST_TEST(
+        run_against_fake(dir, "device",
+                         "fake_device_serves_a_workload_and_refuses_what_a_driver_refuses") == 0);
     return;
   }
   if (std::string_view(mode) != "device") return;
@@ -430,8 +430,8 @@ BOOST_AUTO_TEST_CASE(fake_device_serves_a_workload_and_refuses_what_a_driver_ref
     return f;
   };
   const auto launches = count("gpuplug_fake_cuda_launches");
-  const auto live_allocations = reinterpret_cast<int (*)()>(
-      dlsym(fake, "gpuplug_fake_cuda_live_allocations"));
+  const auto live_allocations =
+      reinterpret_cast<int (*)()>(dlsym(fake, "gpuplug_fake_cuda_live_allocations"));
   const auto live_streams =
       reinterpret_cast<int (*)()>(dlsym(fake, "gpuplug_fake_cuda_live_streams"));
   BOOST_TEST_REQUIRE((live_allocations && live_streams));
@@ -490,19 +490,18 @@ BOOST_AUTO_TEST_CASE(fake_device_serves_a_workload_and_refuses_what_a_driver_ref
   using Ptr = unsigned long long;
   const auto mem_alloc = reinterpret_cast<int (*)(Ptr*, std::size_t)>(entry("cuMemAlloc"));
   const auto mem_free = reinterpret_cast<int (*)(Ptr)>(entry("cuMemFree"));
-  const auto htod =
-      reinterpret_cast<int (*)(Ptr, const void*, std::size_t)>(entry("cuMemcpyHtoD"));
-  const auto htod_async = reinterpret_cast<int (*)(Ptr, const void*, std::size_t, void*)>(
-      entry("cuMemcpyHtoDAsync"));
+  const auto htod = reinterpret_cast<int (*)(Ptr, const void*, std::size_t)>(entry("cuMemcpyHtoD"));
+  const auto htod_async =
+      reinterpret_cast<int (*)(Ptr, const void*, std::size_t, void*)>(entry("cuMemcpyHtoDAsync"));
   const auto stream_create = reinterpret_cast<int (*)(void**, unsigned)>(entry("cuStreamCreate"));
   const auto stream_destroy = reinterpret_cast<int (*)(void*)>(entry("cuStreamDestroy"));
   const auto load = reinterpret_cast<int (*)(void**, const void*)>(entry("cuModuleLoadData"));
   const auto unload = reinterpret_cast<int (*)(void*)>(entry("cuModuleUnload"));
   const auto get_function =
       reinterpret_cast<int (*)(void**, void*, const char*)>(entry("cuModuleGetFunction"));
-  const auto launch = reinterpret_cast<int (*)(void*, unsigned, unsigned, unsigned, unsigned,
-                                               unsigned, unsigned, unsigned, void*, void**,
-                                               void**)>(entry("cuLaunchKernel"));
+  const auto launch =
+      reinterpret_cast<int (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                               unsigned, void*, void**, void**)>(entry("cuLaunchKernel"));
   const auto retain = reinterpret_cast<int (*)(void**, int)>(entry("cuDevicePrimaryCtxRetain"));
   const auto release = reinterpret_cast<int (*)(int)>(entry("cuDevicePrimaryCtxRelease"));
   const auto push = reinterpret_cast<int (*)(void*)>(entry("cuCtxPushCurrent"));
@@ -521,7 +520,7 @@ BOOST_AUTO_TEST_CASE(fake_device_serves_a_workload_and_refuses_what_a_driver_ref
   BOOST_TEST(htod(p + 32, host.data(), 33) == kInvalidValue);  // one byte past the end
   BOOST_TEST(htod(p + 64, host.data(), 1) == kInvalidValue);   // the gap after it
   BOOST_TEST(htod(0x1000, host.data(), 1) == kInvalidValue);   // nobody's
-  BOOST_TEST(mem_free(p + 8) == kInvalidValue);                 // not what alloc returned
+  BOOST_TEST(mem_free(p + 8) == kInvalidValue);                // not what alloc returned
   BOOST_TEST(mem_free(p) == 0);
   BOOST_TEST(htod(p, host.data(), 1) == kInvalidValue);  // freed
   BOOST_TEST(mem_free(p) == kInvalidValue);

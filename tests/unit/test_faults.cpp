@@ -124,7 +124,8 @@ BOOST_AUTO_TEST_CASE(the_nth_call_fails_with_the_status_and_a_message_naming_it)
   BOOST_TEST(e.operation() == "alloc");
   // The injected message, inside the out-of-memory report every failed alloc gets (docs/memory.md).
   BOOST_TEST(contains(std::string(e.what()),
-                      layer_backend_name() + ": alloc: out of memory allocating 16 B at "), e.what());
+                      layer_backend_name() + ": alloc: out of memory allocating 16 B at "),
+             e.what());
   BOOST_TEST(contains(e.message(), ": injected fault: alloc call 2 (faults='alloc@2=out_of_memory'); "),
              e.what());
   const DevicePtr c = gpu->alloc(16);                  // call 3 goes through
@@ -171,7 +172,8 @@ BOOST_AUTO_TEST_CASE(a_probability_fails_the_same_calls_for_the_same_seed) {
 
 BOOST_AUTO_TEST_CASE(the_first_rule_that_fires_wins_and_others_count_on) {
   Faulty f;
-  auto gpu = f.backend("alloc@2=out_of_memory; alloc@every:2=device_error; copy_h2d@1=launch_failed");
+  auto gpu =
+      f.backend("alloc@2=out_of_memory; alloc@every:2=device_error; copy_h2d@1=launch_failed");
   gpu->free(gpu->alloc(4));
   error_of([&] { gpu->alloc(4); }, Status::out_of_memory);
   gpu->free(gpu->alloc(4));
@@ -257,8 +259,8 @@ BOOST_AUTO_TEST_CASE(after_a_stream_or_event_is_made_it_is_destroyed) {
 BOOST_AUTO_TEST_CASE(a_failure_of_the_plugin_itself_stands_in_after_mode) {
   Faulty f;
   auto gpu = f.registry.create(layer_selector(), {{"layers", "faults"},
-                                         {"faults", "alloc@1=device_error:after"},
-                                         {"device_memory_limit", "1024"}});
+                                                  {"faults", "alloc@1=device_error:after"},
+                                                  {"device_memory_limit", "1024"}});
   const Error e = error_of([&] { gpu->alloc(4096); }, Status::out_of_memory);
   BOOST_TEST(!contains(e.message(), "injected fault"), e.what());
 }

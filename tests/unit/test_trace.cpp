@@ -125,12 +125,18 @@ BOOST_AUTO_TEST_CASE(the_ring_is_bounded_and_says_what_it_dropped) {
 BOOST_AUTO_TEST_CASE(bad_options_are_refused_by_name) {
   gpuplug::PluginRegistry registry;
   registry.discover();
-  const auto e = error_of([&] { registry.create(layer_selector(), {{"layers", "trace"}, {"trace_buffer", "0"}}); },
-                          Status::invalid_argument);
+  const auto e = error_of(
+      [&] {
+        registry.create(layer_selector(), {{"layers", "trace"}, {"trace_buffer", "0"}});
+      },
+      Status::invalid_argument);
   BOOST_TEST(contains(e.what(), "layer 'trace': option trace_buffer='0': expected a count"),
              e.what());
-  const auto f = error_of([&] { registry.create(layer_selector(), {{"layers", "trace"}, {"trace_file", ""}}); },
-                          Status::invalid_argument);
+  const auto f = error_of(
+      [&] {
+        registry.create(layer_selector(), {{"layers", "trace"}, {"trace_file", ""}});
+      },
+      Status::invalid_argument);
   BOOST_TEST(contains(f.what(), "option trace_file=''"), f.what());
 }
 
