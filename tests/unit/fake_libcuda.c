@@ -1,36 +1,66 @@
 /* SPDX-License-Identifier: Apache-2.0
- * A fake libcuda.so.1 for the CUDA plugin's loader tests: one failure per GPUPLUG_FAKE_CUDA value.
+ * A fake libcuda.so.1 for the CUDA plugin: one driver failure, or one device that runs a small
+ * workload without a GPU, per GPUPLUG_FAKE_CUDA value.
  */
 
 /*
  * The tests put this library's folder on LD_LIBRARY_PATH so the plugin's dlopen("libcuda.so.1")
- * finds it, and pick the failure with GPUPLUG_FAKE_CUDA (the plugin loads the driver once per
+ * finds it, and pick the mode with GPUPLUG_FAKE_CUDA (the plugin loads the driver once per
  * process, so each value is its own test process):
  *   too_old         cuDriverGetVersion says CUDA 12.4 (12040)
  *   no_device       cuInit fails with CUDA_ERROR_NO_DEVICE (100)
  *   init_error      cuInit fails with CUDA_ERROR_UNKNOWN (999)
  *   missing_symbol  cuGetProcAddress does not know cuLaunchKernel
  *   zero_devices    everything loads, cuDeviceGetCount reports 0
- *   device          one fake device ("Fake CUDA GPU", sm_90), enough for create, destroy,
- *                   device_info, memory_info and synchronize: primary contexts (retains
- *                   counted) and a per-thread context stack, so tests can check that the plugin
- *                   retains each primary context once and leaves the thread's context alone;
- *                   and events on the default stream (the fake has no other): cuEvent* and
- *                   cuStreamWaitEvent, each needing the primary context current, a recorded
- *                   event complete at once (work is done when it is queued here), its time the
- *                   monotonic clock at cuEventRecord, and a destroyed or foreign event an error
+ *   device          one fake device ("Fake CUDA GPU", sm_90, 16 GiB) with what the plugin calls
+ *                   for a small workload; every call but the device queries needs the primary
+ *                   context current, as the real driver does (CUDA_ERROR_INVALID_CONTEXT):
+ *     contexts      primary contexts (retains counted) and a per-thread context stack, so tests
+ *                   can check that the plugin retains each primary context once and leaves the
+ *                   thread's context alone;
+ *     memory        cuMemAlloc, cuMemAllocManaged and cuMemFree backed by host memory (device
+ *                   addresses from 0x200000000000, never reused; managed ones are their host
+ *                   address, so the host may touch them), cuMemGetInfo's free bytes the total
+ *                   minus what is live, cuPointerGetAttribute's range start and size;
+ *     copies        cuMemcpyHtoD/DtoH/DtoD, their Async forms and cuMemsetD8(Async), done when
+ *                   called; a device range that is not inside one live allocation (an unknown
+ *                   or freed pointer, or a copy past the end) is CUDA_ERROR_INVALID_VALUE;
+ *     streams       cuStreamCreate/Destroy/Synchronize: work is complete when it is queued, so
+ *                   a stream is a handle whose liveness every call taking one checks
+ *                   (CUDA_ERROR_INVALID_HANDLE once destroyed);
+ *     events        cuEvent* and cuStreamWaitEvent on the default or any live stream, a
+ *                   recorded event complete at once, its time the monotonic clock at
+ *                   cuEventRecord, and a destroyed or foreign event an error;
+ *     modules       cuModuleLoadData(Ex) of the images the plugin loads (the build's fatbins,
+ *                   a cubin, or PTX text): the kernels and globals are the symbols of the
+ *                   image's sm_90 cubin (each global an allocation holding its initial bytes,
+ *                   freed at cuModuleUnload), or PTX's .entry names; cuModuleGetFunction/
+ *                   GetGlobal find those names or return CUDA_ERROR_NOT_FOUND;
+ *                   cuModuleGetFunctionCount/EnumerateFunctions and cuFuncGetName list them;
+ *     launch        cuLaunchKernel checks that the function belongs to a live module, that no
+ *                   grid or block dimension is 0 (and the block is at most 1024 threads) and
+ *                   the stream, then counts the launch: no kernel code ever runs, so results
+ *                   are whatever the copies left
  *   device_no_events  as device, but cuGetProcAddress knows no cuEvent* / cuStreamWaitEvent (an
  *                   old driver or a shim): the plugin must load and report events unsupported
  * In the other modes it never pretends to have a device: entry points other than the few above
  * return CUDA_ERROR_NOT_SUPPORTED and are never called in these modes. In every mode, entry
  * points it does not know return CUDA_ERROR_NOT_SUPPORTED.
  *
+ * State: what a driver keeps, per process as libcuda does: the primary context's retain count,
+ * and its allocations, streams and modules in tables guarded by one mutex (events are objects of
+ * their own). Nothing is freed at exit; a test that releases everything leaves the tables empty.
+ *
  * For the tests (dlsym on the already-loaded fake): gpuplug_fake_cuda_primary_retains() counts
  * cuDevicePrimaryCtxRetain calls, gpuplug_fake_cuda_primary_refcount() is the retain count now;
+ * gpuplug_fake_cuda_live_events(), _live_streams() and _live_allocations() count what is live
+ * (module globals included), gpuplug_fake_cuda_launches() the launches that passed the checks;
  * cuCtxGetCurrent and cuCtxSetCurrent are exported under their own names, as libcuda does, so a
  * test can play an application with its own context (any non-null pointer will do).
  */
 
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -69,6 +99,15 @@ static const struct {
 } known_errors[] = {
     {FAKE_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
     {FAKE_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+    {1, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {200, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+    {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {218, "CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
+    {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
 };
 
 /* cuGetErrorName (want_name) or cuGetErrorString: CUDA_ERROR_INVALID_VALUE for other codes. */
@@ -100,6 +139,7 @@ static fake_result device_get_count(int* count) {
 #define FAKE_ERROR_INVALID_VALUE 1
 #define FAKE_ERROR_INVALID_CONTEXT 201
 #define FAKE_ERROR_INVALID_DEVICE 101
+#define FAKE_ERROR_INVALID_HANDLE 400
 #define FAKE_CONTEXT_STACK 16
 #define FAKE_TOTAL_MEMORY (16ull << 30)
 
@@ -121,7 +161,8 @@ static void* current_context(void) {
 }
 /* Operations that need a context: the primary one must be current. */
 static fake_result need_primary(void) {
-  return current_context() == &primary_context_object && primary_refcount > 0
+  return current_context() == &primary_context_object &&
+                 __atomic_load_n(&primary_refcount, __ATOMIC_SEQ_CST) > 0
              ? FAKE_SUCCESS
              : FAKE_ERROR_INVALID_CONTEXT;
 }
@@ -212,22 +253,654 @@ static fake_result primary_ctx_get_state(int device, unsigned int* flags, int* a
   *active = __atomic_load_n(&primary_refcount, __ATOMIC_SEQ_CST) > 0;
   return FAKE_SUCCESS;
 }
+/* ---- memory, streams and modules: the driver's tables, behind one lock ----------------------
+ * What a driver keeps per context (here the one primary context): its allocations, streams and
+ * modules. Work is done when it is queued (a copy or memset runs inside the call), so a stream
+ * is only a handle whose liveness is checked. Allocations are backed by host memory; device
+ * addresses are handed out from FAKE_DEVICE_BASE upwards, never reused and with a gap between
+ * allocations, so a pointer past an allocation's end or into a freed one belongs to nothing and
+ * is refused. Managed allocations use their host address, so the host can touch them as it can
+ * real managed memory. Every lookup scans a small array: the tests keep few objects live. */
+#define FAKE_ERROR_OUT_OF_MEMORY 2
+#define FAKE_ERROR_INVALID_IMAGE 200
+#define FAKE_ERROR_INVALID_PTX 218
+#define FAKE_DEVICE_BASE 0x200000000000ull /* above a process's heap and below its mmap area */
+#define FAKE_DEVICE_ALIGN 256ull
+#define FAKE_STREAM_LEGACY ((void*)0x1)     /* CU_STREAM_LEGACY */
+#define FAKE_STREAM_PER_THREAD ((void*)0x2) /* CU_STREAM_PER_THREAD */
+
+struct fake_module;
+struct fake_allocation {
+  unsigned long long base; /* the CUdeviceptr */
+  size_t size;
+  unsigned char* bytes; /* the host memory behind it */
+  int managed;
+  const struct fake_module* module; /* a module's global: made at load, freed at unload */
+};
+struct fake_function {
+  char* name;
+  struct fake_module* module;
+};
+struct fake_global {
+  char* name;
+  unsigned long long address; /* an allocation owned by the module */
+  size_t size;
+};
+struct fake_module {
+  struct fake_function* functions; /* the image's kernels; a CUfunction points at one */
+  unsigned function_count;
+  struct fake_global* globals;
+  unsigned global_count;
+};
+
+static pthread_mutex_t driver_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fake_allocation* allocations; /* live ones */
+static size_t allocation_count, allocation_capacity;
+static size_t used_bytes; /* what cuMemGetInfo subtracts from the total */
+static unsigned long long next_device_address = FAKE_DEVICE_BASE;
+static void** streams; /* live CUstreams */
+static size_t stream_count, stream_capacity;
+static struct fake_module** modules; /* live CUmodules */
+static size_t module_count, module_capacity;
+static long long launches; /* successful cuLaunchKernel calls */
+
+FAKE_EXPORT long long gpuplug_fake_cuda_launches(void) {
+  return __atomic_load_n(&launches, __ATOMIC_SEQ_CST);
+}
+FAKE_EXPORT int gpuplug_fake_cuda_live_allocations(void) {
+  pthread_mutex_lock(&driver_lock);
+  const int n = (int)allocation_count;
+  pthread_mutex_unlock(&driver_lock);
+  return n;
+}
+
+/* Appends `item` (of `size` bytes) to a growing array; 0 when out of memory. Lock held. */
+static int append(void** array, size_t* count, size_t* capacity, const void* item, size_t size) {
+  if (*count == *capacity) {
+    const size_t grown = *capacity == 0 ? 16 : *capacity * 2;
+    void* bigger = realloc(*array, grown * size);
+    if (bigger == NULL) return 0;
+    *array = bigger;
+    *capacity = grown;
+  }
+  memcpy((char*)*array + *count * size, item, size);
+  ++*count;
+  return 1;
+}
+static void remove_at(void* array, size_t* count, size_t index, size_t size) {
+  --*count;
+  memmove((char*)array + index * size, (char*)array + (index + 1) * size, (*count - index) * size);
+}
+
+/* The allocation holding [ptr, ptr + bytes), or NULL. Lock held. */
+static struct fake_allocation* find_range(unsigned long long ptr, size_t bytes) {
+  for (size_t i = 0; i < allocation_count; ++i) {
+    struct fake_allocation* a = &allocations[i];
+    if (ptr >= a->base && ptr - a->base < a->size && bytes <= a->size - (ptr - a->base)) return a;
+  }
+  return NULL;
+}
+/* Host memory for [ptr, ptr + bytes) of one live allocation, or NULL. Lock held. */
+static unsigned char* device_bytes(unsigned long long ptr, size_t bytes) {
+  struct fake_allocation* a = find_range(ptr, bytes == 0 ? 1 : bytes);
+  return a != NULL ? a->bytes + (ptr - a->base) : NULL;
+}
+
+/* A new allocation of `bytes`; its address in *out. Lock held. */
+static fake_result allocate(unsigned long long* out, size_t bytes, int managed,
+                            const struct fake_module* module) {
+  if (bytes > FAKE_TOTAL_MEMORY - used_bytes) return FAKE_ERROR_OUT_OF_MEMORY;
+  struct fake_allocation a = {0, bytes, (unsigned char*)calloc(1, bytes == 0 ? 1 : bytes), managed,
+                              module};
+  if (a.bytes == NULL) return FAKE_ERROR_OUT_OF_MEMORY;
+  if (managed) {
+    a.base = (unsigned long long)(uintptr_t)a.bytes;
+  } else {
+    a.base = next_device_address;
+    next_device_address += (bytes + 2 * FAKE_DEVICE_ALIGN - 1) / FAKE_DEVICE_ALIGN *
+                           FAKE_DEVICE_ALIGN; /* at least one aligned gap after it */
+  }
+  if (!append((void**)&allocations, &allocation_count, &allocation_capacity, &a, sizeof a)) {
+    free(a.bytes);
+    return FAKE_ERROR_OUT_OF_MEMORY;
+  }
+  used_bytes += bytes;
+  *out = a.base;
+  return FAKE_SUCCESS;
+}
+static void release_at(size_t index) {
+  used_bytes -= allocations[index].size;
+  free(allocations[index].bytes);
+  remove_at(allocations, &allocation_count, index, sizeof *allocations);
+}
+
+static fake_result mem_alloc_common(unsigned long long* ptr, size_t bytes, int managed) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  if (ptr == NULL || bytes == 0) return FAKE_ERROR_INVALID_VALUE; /* as cuMemAlloc(0) */
+  pthread_mutex_lock(&driver_lock);
+  const fake_result made = allocate(ptr, bytes, managed, NULL);
+  pthread_mutex_unlock(&driver_lock);
+  return made;
+}
+static fake_result mem_alloc(unsigned long long* ptr, size_t bytes) {
+  return mem_alloc_common(ptr, bytes, 0);
+}
+static fake_result mem_alloc_managed(unsigned long long* ptr, size_t bytes, unsigned int flags) {
+  if (flags != 0x1 && flags != 0x2) return FAKE_ERROR_INVALID_VALUE; /* ATTACH_GLOBAL / _HOST */
+  return mem_alloc_common(ptr, bytes, 1);
+}
+/* Only the address an allocation returned frees it; a module's global is not the caller's. */
+static fake_result mem_free(unsigned long long ptr) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  fake_result result = FAKE_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&driver_lock);
+  for (size_t i = 0; i < allocation_count; ++i) {
+    if (allocations[i].base == ptr && allocations[i].module == NULL) {
+      release_at(i);
+      result = FAKE_SUCCESS;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&driver_lock);
+  return result;
+}
 static fake_result mem_get_info(size_t* free_bytes, size_t* total) {
   const fake_result r = need_primary();
   if (r != FAKE_SUCCESS) return r;
-  *free_bytes = FAKE_TOTAL_MEMORY / 2;
+  pthread_mutex_lock(&driver_lock);
+  *free_bytes = FAKE_TOTAL_MEMORY - used_bytes;
+  pthread_mutex_unlock(&driver_lock);
   *total = FAKE_TOTAL_MEMORY;
   return FAKE_SUCCESS;
 }
-static fake_result ctx_synchronize(void) { return need_primary(); }
-static fake_result stream_synchronize(void* stream) {
-  (void)stream;
-  return need_primary();
+/* CU_POINTER_ATTRIBUTE_RANGE_START_ADDR (11) and RANGE_SIZE (12) of a live allocation. */
+static fake_result pointer_get_attribute(void* data, int attribute, unsigned long long ptr) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  if (data == NULL || (attribute != 11 && attribute != 12)) return FAKE_ERROR_INVALID_VALUE;
+  fake_result result = FAKE_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&driver_lock);
+  const struct fake_allocation* a = find_range(ptr, 1);
+  if (a != NULL) {
+    if (attribute == 11) {
+      *(unsigned long long*)data = a->base;
+    } else {
+      *(size_t*)data = a->size;
+    }
+    result = FAKE_SUCCESS;
+  }
+  pthread_mutex_unlock(&driver_lock);
+  return result;
 }
 
+/* ---- streams ---- */
+/* NULL (the legacy default stream), the two special handles, or a live stream. Lock held. */
+static int stream_is_live(void* stream) {
+  if (stream == NULL || stream == FAKE_STREAM_LEGACY || stream == FAKE_STREAM_PER_THREAD) return 1;
+  for (size_t i = 0; i < stream_count; ++i)
+    if (streams[i] == stream) return 1;
+  return 0;
+}
+static fake_result check_stream(void* stream) {
+  pthread_mutex_lock(&driver_lock);
+  const int live = stream_is_live(stream);
+  pthread_mutex_unlock(&driver_lock);
+  return live ? FAKE_SUCCESS : FAKE_ERROR_INVALID_HANDLE;
+}
+static fake_result stream_create(void** stream, unsigned int flags) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  if (stream == NULL || flags > 0x1) return FAKE_ERROR_INVALID_VALUE; /* DEFAULT, NON_BLOCKING */
+  void* s = malloc(1); /* a unique address; its byte is never read */
+  if (s == NULL) return FAKE_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&driver_lock);
+  const int added = append((void**)&streams, &stream_count, &stream_capacity, &s, sizeof s);
+  pthread_mutex_unlock(&driver_lock);
+  if (!added) {
+    free(s);
+    return FAKE_ERROR_OUT_OF_MEMORY;
+  }
+  *stream = s;
+  return FAKE_SUCCESS;
+}
+static fake_result stream_destroy(void* stream) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  fake_result result = FAKE_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&driver_lock);
+  for (size_t i = 0; i < stream_count; ++i) {
+    if (streams[i] == stream) {
+      remove_at(streams, &stream_count, i, sizeof *streams);
+      free(stream);
+      result = FAKE_SUCCESS;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&driver_lock);
+  return result;
+}
+static fake_result stream_synchronize(void* stream) {
+  const fake_result r = need_primary();
+  return r != FAKE_SUCCESS ? r : check_stream(stream);
+}
+static fake_result ctx_synchronize(void) { return need_primary(); }
+FAKE_EXPORT int gpuplug_fake_cuda_live_streams(void) {
+  pthread_mutex_lock(&driver_lock);
+  const int n = (int)stream_count;
+  pthread_mutex_unlock(&driver_lock);
+  return n;
+}
+
+/* ---- copies and memset: done when called, on host memory, inside live allocations ---- */
+enum copy_kind { HTOD, DTOH, DTOD };
+static fake_result copy(enum copy_kind kind, unsigned long long dst, unsigned long long src,
+                        void* host_dst, const void* host_src, size_t bytes, void* stream) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  fake_result result = FAKE_SUCCESS;
+  pthread_mutex_lock(&driver_lock);
+  if (!stream_is_live(stream)) {
+    result = FAKE_ERROR_INVALID_HANDLE;
+  } else if (bytes != 0) {
+    unsigned char* to = kind == DTOH ? (unsigned char*)host_dst : device_bytes(dst, bytes);
+    const unsigned char* from =
+        kind == HTOD ? (const unsigned char*)host_src : device_bytes(src, bytes);
+    if (to == NULL || from == NULL) {
+      result = FAKE_ERROR_INVALID_VALUE; /* an unknown pointer, or past an allocation's end */
+    } else {
+      memmove(to, from, bytes);
+    }
+  }
+  pthread_mutex_unlock(&driver_lock);
+  return result;
+}
+static fake_result memcpy_htod(unsigned long long dst, const void* src, size_t bytes) {
+  return copy(HTOD, dst, 0, NULL, src, bytes, NULL);
+}
+static fake_result memcpy_dtoh(void* dst, unsigned long long src, size_t bytes) {
+  return copy(DTOH, 0, src, dst, NULL, bytes, NULL);
+}
+static fake_result memcpy_dtod(unsigned long long dst, unsigned long long src, size_t bytes) {
+  return copy(DTOD, dst, src, NULL, NULL, bytes, NULL);
+}
+static fake_result memcpy_htod_async(unsigned long long dst, const void* src, size_t bytes,
+                                     void* stream) {
+  return copy(HTOD, dst, 0, NULL, src, bytes, stream);
+}
+static fake_result memcpy_dtoh_async(void* dst, unsigned long long src, size_t bytes,
+                                     void* stream) {
+  return copy(DTOH, 0, src, dst, NULL, bytes, stream);
+}
+static fake_result memcpy_dtod_async(unsigned long long dst, unsigned long long src, size_t bytes,
+                                     void* stream) {
+  return copy(DTOD, dst, src, NULL, NULL, bytes, stream);
+}
+static fake_result memset_d8_async(unsigned long long dst, unsigned char value, size_t bytes,
+                                   void* stream) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  fake_result result = FAKE_SUCCESS;
+  pthread_mutex_lock(&driver_lock);
+  unsigned char* to = device_bytes(dst, bytes);
+  if (!stream_is_live(stream)) {
+    result = FAKE_ERROR_INVALID_HANDLE;
+  } else if (bytes == 0) {
+    /* nothing to set, as with a copy of 0 bytes */
+  } else if (to == NULL) {
+    result = FAKE_ERROR_INVALID_VALUE;
+  } else {
+    memset(to, value, bytes);
+  }
+  pthread_mutex_unlock(&driver_lock);
+  return result;
+}
+static fake_result memset_d8(unsigned long long dst, unsigned char value, size_t bytes) {
+  return memset_d8_async(dst, value, bytes, NULL);
+}
+
+/* ---- modules ----
+ * An image is what the plugin loads (plugins/cuda/image.cpp has checked its bounds): a fatbin
+ * (the build's are uncompressed: kernels/cuda/CMakeLists.txt), a cubin, or PTX text. The fake
+ * reads the cubin for sm_90 (the fake device's), else the fatbin's first uncompressed cubin: its
+ * kernels are its STT_FUNC symbols, its globals its STT_OBJECT symbols, each made
+ * an allocation at load holding the symbol's initial bytes (zeros for .bss-like sections), as a
+ * driver does. PTX (text, or a fatbin holding no cubin) yields its `.entry` kernels and no
+ * globals. Nothing is executed. */
+static unsigned long long read_u(const unsigned char* p, size_t bytes) {
+  unsigned long long v = 0;
+  for (size_t i = bytes; i-- > 0;) v = v << 8 | p[i]; /* little endian, any alignment */
+  return v;
+}
+static char* copy_name(const char* name, size_t length) {
+  char* s = (char*)malloc(length + 1);
+  if (s != NULL) {
+    memcpy(s, name, length);
+    s[length] = '\0';
+  }
+  return s;
+}
+static int add_function(struct fake_module* m, const char* name, size_t length) {
+  struct fake_function* grown =
+      (struct fake_function*)realloc(m->functions, (m->function_count + 1) * sizeof *m->functions);
+  if (grown == NULL) return 0;
+  m->functions = grown;
+  grown[m->function_count].name = copy_name(name, length);
+  grown[m->function_count].module = m;
+  if (grown[m->function_count].name == NULL) return 0;
+  ++m->function_count;
+  return 1;
+}
+/* A global `name` of `size` bytes starting as `init` (init_bytes of them; the rest zeros). Lock
+ * held. */
+static int add_global(struct fake_module* m, const char* name, size_t length, size_t size,
+                      const unsigned char* init, size_t init_bytes) {
+  struct fake_global* grown =
+      (struct fake_global*)realloc(m->globals, (m->global_count + 1) * sizeof *m->globals);
+  if (grown == NULL) return 0;
+  m->globals = grown;
+  struct fake_global* g = &grown[m->global_count];
+  g->size = size;
+  g->name = copy_name(name, length);
+  if (g->name == NULL) return 0;
+  if (allocate(&g->address, size, 0, m) != FAKE_SUCCESS) {
+    free(g->name);
+    return 0;
+  }
+  if (init_bytes > 0) memcpy(find_range(g->address, 1)->bytes, init, init_bytes);
+  ++m->global_count;
+  return 1;
+}
+/* Frees the module and its globals' memory. Lock held. */
+static void free_module(struct fake_module* m) {
+  for (size_t i = allocation_count; i-- > 0;)
+    if (allocations[i].module == m) release_at(i);
+  for (unsigned i = 0; i < m->function_count; ++i) free(m->functions[i].name);
+  for (unsigned i = 0; i < m->global_count; ++i) free(m->globals[i].name);
+  free(m->functions);
+  free(m->globals);
+  free(m);
+}
+
+/* The kernels and globals of an ELF cubin of `size` bytes; 0 when it is not one. Lock held. */
+static int read_cubin(struct fake_module* m, const unsigned char* elf, size_t size) {
+  if (size < 64 ||
+      memcmp(elf,
+             "\x7f"
+             "ELF",
+             4) != 0 ||
+      elf[4] != 2)
+    return 0;
+  const unsigned long long shoff = read_u(elf + 40, 8);
+  const unsigned long long shentsize = read_u(elf + 58, 2);
+  const unsigned long long shnum = read_u(elf + 60, 2);
+  if (shentsize < 64 || shoff > size || shnum * shentsize > size - shoff) return 0;
+  for (unsigned long long i = 0; i < shnum; ++i) {
+    const unsigned char* sh = elf + shoff + i * shentsize;
+    if (read_u(sh + 4, 4) != 2) continue; /* SHT_SYMTAB */
+    const unsigned long long link = read_u(sh + 40, 4);
+    const unsigned long long sym_at = read_u(sh + 24, 8), sym_bytes = read_u(sh + 32, 8);
+    if (link >= shnum || sym_at > size || sym_bytes > size - sym_at) return 0;
+    const unsigned char* strtab_sh = elf + shoff + link * shentsize;
+    const unsigned long long str_at = read_u(strtab_sh + 24, 8);
+    const unsigned long long str_bytes = read_u(strtab_sh + 32, 8);
+    if (str_at > size || str_bytes > size - str_at) return 0;
+    const char* strtab = (const char*)elf + str_at;
+    for (unsigned long long at = 0; at + 24 <= sym_bytes; at += 24) {
+      const unsigned char* sym = elf + sym_at + at; /* Elf64_Sym */
+      const unsigned long long name_at = read_u(sym, 4);
+      const unsigned type = sym[4] & 0xF, bind = sym[4] >> 4,
+                     section = (unsigned)read_u(sym + 6, 2);
+      /* Kernels are global; nvcc makes extern "C" __device__ variables local symbols. Symbols
+       * outside any section (the reserved shared memory) and section names are neither. */
+      if (bind > 2 || (type != 1 && type != 2) || section == 0 || section >= shnum ||
+          name_at >= str_bytes || strtab[name_at] == '.' || strtab[name_at] == '\0')
+        continue;
+      const char* name = strtab + name_at;
+      const size_t length = strnlen(name, str_bytes - name_at);
+      if (type == 2) { /* STT_FUNC */
+        if (!add_function(m, name, length)) return 0;
+        continue;
+      }
+      /* STT_OBJECT: its bytes are at st_value in its section, unless the section has none. */
+      const unsigned long long value = read_u(sym + 8, 8), bytes = read_u(sym + 16, 8);
+      const unsigned char* init = NULL;
+      size_t init_bytes = 0;
+      {
+        const unsigned char* home = elf + shoff + section * shentsize;
+        const unsigned long long home_at = read_u(home + 24, 8), home_bytes = read_u(home + 32, 8);
+        if (read_u(home + 4, 4) != 8 /* SHT_NOBITS */ && home_at <= size &&
+            home_bytes <= size - home_at && value <= home_bytes && bytes <= home_bytes - value) {
+          init = elf + home_at + value;
+          init_bytes = (size_t)bytes;
+        }
+      }
+      if (!add_global(m, name, length, (size_t)bytes, init, init_bytes)) return 0;
+    }
+  }
+  return 1;
+}
+/* The `.entry NAME(` kernels of PTX text (`bytes` of it, or up to its NUL). */
+static int read_ptx(struct fake_module* m, const char* text, size_t bytes) {
+  const size_t length = strnlen(text, bytes);
+  int version = 0;
+  for (size_t i = 0; i < length; ++i) {
+    if (length - i > 8 && memcmp(text + i, ".version", 8) == 0) version = 1;
+    if (length - i <= 7 || memcmp(text + i, ".entry ", 7) != 0) continue;
+    size_t start = i + 7, end = start;
+    while (end < length && text[end] != '(' && text[end] != ' ' && text[end] != '\n') ++end;
+    if (end > start && !add_function(m, text + start, end - start)) return 0;
+  }
+  return version; /* text without a .version line is not PTX */
+}
+/* A fatbin: its sm_90 cubin, else its first plain cubin, else its first plain PTX. */
+static int read_fatbin(struct fake_module* m, const unsigned char* image) {
+  const unsigned long long header = read_u(image + 6, 2), body = read_u(image + 8, 8);
+  const unsigned char *cubin = NULL, *ptx = NULL;
+  unsigned long long cubin_bytes = 0, ptx_bytes = 0;
+  for (unsigned long long at = header; at + 48 <= header + body;) {
+    const unsigned char* entry = image + at;
+    const unsigned long long kind = read_u(entry, 2), size = read_u(entry + 4, 4);
+    const unsigned long long payload = read_u(entry + 8, 8);
+    const int compressed = (read_u(entry + 40, 8) & 0xA000) != 0 || read_u(entry + 16, 4) != 0;
+    if (size < 48) break;
+    if (!compressed && kind == 2 && (cubin == NULL || read_u(entry + 28, 4) == 90)) {
+      cubin = entry + size;
+      cubin_bytes = payload;
+    } else if (!compressed && kind == 1 && ptx == NULL) {
+      ptx = entry + size;
+      ptx_bytes = payload;
+    }
+    at += size + payload;
+  }
+  if (cubin != NULL) return read_cubin(m, cubin, (size_t)cubin_bytes);
+  return ptx != NULL && read_ptx(m, (const char*)ptx, (size_t)ptx_bytes);
+}
+
+/* Writes `why` into the caller's CU_JIT_ERROR_LOG_BUFFER (5), if it gave one with its size (6). */
+static void jit_log(unsigned int count, const int* keys, void** values, const char* why) {
+  char* buffer = NULL;
+  size_t size = 0;
+  for (unsigned int i = 0; keys != NULL && values != NULL && i < count; ++i) {
+    if (keys[i] == 5) buffer = (char*)values[i];
+    if (keys[i] == 6) size = (size_t)(uintptr_t)values[i];
+  }
+  if (buffer != NULL && size > 0) {
+    strncpy(buffer, why, size - 1);
+    buffer[size - 1] = '\0';
+  }
+}
+static fake_result module_load_data_ex(void** module, const void* image, unsigned int count,
+                                       int* keys, void** values) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  if (module == NULL || image == NULL) return FAKE_ERROR_INVALID_VALUE;
+  struct fake_module* m = (struct fake_module*)calloc(1, sizeof *m);
+  if (m == NULL) return FAKE_ERROR_OUT_OF_MEMORY;
+  const unsigned char* bytes = (const unsigned char*)image;
+  pthread_mutex_lock(&driver_lock);
+  int ok;
+  fake_result failure = FAKE_ERROR_INVALID_IMAGE;
+  /* Neither magic holds a NUL, so a shorter string is text and its 4 bytes are not read. */
+  const int magic = strnlen((const char*)image, 4) == 4;
+  if (magic && read_u(bytes, 4) == 0xBA55ED50ull) {
+    ok = read_fatbin(m, bytes);
+  } else if (magic && memcmp(bytes,
+                             "\x7f"
+                             "ELF",
+                             4) == 0) {
+    /* A cubin's size: through its section headers and the furthest section they name. */
+    const unsigned long long shoff = read_u(bytes + 40, 8);
+    unsigned long long size = shoff + read_u(bytes + 58, 2) * read_u(bytes + 60, 2);
+    for (unsigned long long i = 0; i < read_u(bytes + 60, 2); ++i) {
+      const unsigned char* sh = bytes + shoff + i * read_u(bytes + 58, 2);
+      const unsigned long long end = read_u(sh + 24, 8) + read_u(sh + 32, 8);
+      if (read_u(sh + 4, 4) != 8 && end > size) size = end;
+    }
+    ok = read_cubin(m, bytes, (size_t)size);
+  } else {
+    ok = read_ptx(m, (const char*)image, (size_t)-1);
+    failure = FAKE_ERROR_INVALID_PTX;
+  }
+  if (ok && !append((void**)&modules, &module_count, &module_capacity, &m, sizeof m)) {
+    ok = 0;
+    failure = FAKE_ERROR_OUT_OF_MEMORY;
+  }
+  if (!ok) free_module(m);
+  pthread_mutex_unlock(&driver_lock);
+  if (!ok) {
+    jit_log(count, keys, values, "fake libcuda: the image holds no cubin or PTX it can read");
+    return failure;
+  }
+  *module = m;
+  return FAKE_SUCCESS;
+}
+static fake_result module_load_data(void** module, const void* image) {
+  return module_load_data_ex(module, image, 0, NULL, NULL);
+}
+/* The index of live module `m`, or -1. Lock held. */
+static long find_module(const void* m) {
+  for (size_t i = 0; i < module_count; ++i)
+    if (modules[i] == m) return (long)i;
+  return -1;
+}
+static fake_result module_unload(void* module) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  pthread_mutex_lock(&driver_lock);
+  const long i = find_module(module);
+  if (i >= 0) {
+    remove_at(modules, &module_count, (size_t)i, sizeof *modules);
+    free_module((struct fake_module*)module);
+  }
+  pthread_mutex_unlock(&driver_lock);
+  return i >= 0 ? FAKE_SUCCESS : FAKE_ERROR_INVALID_HANDLE;
+}
+static fake_result module_get_function(void** function, void* module, const char* name) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  if (function == NULL || name == NULL) return FAKE_ERROR_INVALID_VALUE;
+  fake_result result = FAKE_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&driver_lock);
+  if (find_module(module) >= 0) {
+    struct fake_module* m = (struct fake_module*)module;
+    result = FAKE_ERROR_NOT_FOUND;
+    for (unsigned i = 0; i < m->function_count; ++i) {
+      if (strcmp(m->functions[i].name, name) == 0) {
+        *function = &m->functions[i];
+        result = FAKE_SUCCESS;
+        break;
+      }
+    }
+  }
+  pthread_mutex_unlock(&driver_lock);
+  return result;
+}
+static fake_result module_get_global(unsigned long long* address, size_t* bytes, void* module,
+                                     const char* name) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  if (name == NULL) return FAKE_ERROR_INVALID_VALUE;
+  fake_result result = FAKE_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&driver_lock);
+  if (find_module(module) >= 0) {
+    const struct fake_module* m = (const struct fake_module*)module;
+    result = FAKE_ERROR_NOT_FOUND;
+    for (unsigned i = 0; i < m->global_count; ++i) {
+      if (strcmp(m->globals[i].name, name) == 0) {
+        if (address != NULL) *address = m->globals[i].address;
+        if (bytes != NULL) *bytes = m->globals[i].size;
+        result = FAKE_SUCCESS;
+        break;
+      }
+    }
+  }
+  pthread_mutex_unlock(&driver_lock);
+  return result;
+}
+static fake_result module_get_function_count(unsigned int* count, void* module) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  pthread_mutex_lock(&driver_lock);
+  const long i = find_module(module);
+  if (i >= 0) *count = modules[i]->function_count;
+  pthread_mutex_unlock(&driver_lock);
+  return i >= 0 ? FAKE_SUCCESS : FAKE_ERROR_INVALID_HANDLE;
+}
+static fake_result module_enumerate_functions(void** functions, unsigned int count, void* module) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  fake_result result = FAKE_ERROR_INVALID_HANDLE;
+  pthread_mutex_lock(&driver_lock);
+  const long i = find_module(module);
+  if (i >= 0 && count < modules[i]->function_count) {
+    result = FAKE_ERROR_INVALID_VALUE;
+  } else if (i >= 0) {
+    for (unsigned f = 0; f < modules[i]->function_count; ++f)
+      functions[f] = &modules[i]->functions[f];
+    result = FAKE_SUCCESS;
+  }
+  pthread_mutex_unlock(&driver_lock);
+  return result;
+}
+/* Whether `f` is a kernel of a live module. Lock held. */
+static struct fake_function* live_function(const void* f) {
+  for (size_t i = 0; i < module_count; ++i) {
+    struct fake_module* m = modules[i];
+    for (unsigned k = 0; k < m->function_count; ++k)
+      if (&m->functions[k] == f) return &m->functions[k];
+  }
+  return NULL;
+}
+static fake_result func_get_name(const char** name, void* function) {
+  pthread_mutex_lock(&driver_lock);
+  const struct fake_function* f = live_function(function);
+  if (f != NULL) *name = f->name;
+  pthread_mutex_unlock(&driver_lock);
+  return f != NULL ? FAKE_SUCCESS : FAKE_ERROR_INVALID_HANDLE;
+}
+
+/* ---- launch: checked and counted, never run ---- */
+static fake_result launch_kernel(void* function, unsigned int gx, unsigned int gy, unsigned int gz,
+                                 unsigned int bx, unsigned int by, unsigned int bz,
+                                 unsigned int shared, void* stream, void** params, void** extra) {
+  (void)params;
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 ||
+      (unsigned long long)bx * by * bz > 1024 || shared > 232448 || extra != NULL)
+    return FAKE_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&driver_lock);
+  const fake_result result = live_function(function) == NULL ? FAKE_ERROR_INVALID_HANDLE
+                             : !stream_is_live(stream)       ? FAKE_ERROR_INVALID_HANDLE
+                                                             : FAKE_SUCCESS;
+  pthread_mutex_unlock(&driver_lock);
+  if (result == FAKE_SUCCESS) __atomic_add_fetch(&launches, 1, __ATOMIC_SEQ_CST);
+  return result;
+}
 /* Events. A live event carries a magic value; the plugin must never pass a destroyed one (its
  * SDK refuses it first), which ASan would report here as a use after free. */
-#define FAKE_ERROR_INVALID_HANDLE 400
 #define FAKE_EVENT_MAGIC 0x45564e54
 struct fake_event {
   int magic;
@@ -272,7 +945,7 @@ static fake_result event_record(void* e, void* stream) {
   const fake_result r = need_primary();
   if (r != FAKE_SUCCESS) return r;
   struct fake_event* ev = live_event(e);
-  if (ev == NULL || stream != NULL) return FAKE_ERROR_INVALID_HANDLE; /* no streams here */
+  if (ev == NULL || check_stream(stream) != FAKE_SUCCESS) return FAKE_ERROR_INVALID_HANDLE;
   __atomic_store_n(&ev->at_ns, now_ns(), __ATOMIC_SEQ_CST);
   __atomic_store_n(&ev->recorded, 1, __ATOMIC_SEQ_CST);
   return FAKE_SUCCESS;
@@ -301,7 +974,8 @@ static fake_result event_elapsed_time(float* ms, void* start, void* end) {
 static fake_result stream_wait_event(void* stream, void* e, unsigned int flags) {
   const fake_result r = event_check(e);
   if (r != FAKE_SUCCESS) return r;
-  return stream == NULL && flags == 0 ? FAKE_SUCCESS : FAKE_ERROR_INVALID_VALUE;
+  if (flags != 0) return FAKE_ERROR_INVALID_VALUE;
+  return check_stream(stream);
 }
 
 static const struct {
@@ -334,8 +1008,31 @@ static const struct {
     {"cuDevicePrimaryCtxRelease", (void*)&primary_ctx_release},
     {"cuDevicePrimaryCtxGetState", (void*)&primary_ctx_get_state},
     {"cuMemGetInfo", (void*)&mem_get_info},
+    {"cuMemAlloc", (void*)&mem_alloc},
+    {"cuMemAllocManaged", (void*)&mem_alloc_managed},
+    {"cuMemFree", (void*)&mem_free},
+    {"cuPointerGetAttribute", (void*)&pointer_get_attribute},
+    {"cuMemcpyHtoD", (void*)&memcpy_htod},
+    {"cuMemcpyDtoH", (void*)&memcpy_dtoh},
+    {"cuMemcpyDtoD", (void*)&memcpy_dtod},
+    {"cuMemcpyHtoDAsync", (void*)&memcpy_htod_async},
+    {"cuMemcpyDtoHAsync", (void*)&memcpy_dtoh_async},
+    {"cuMemcpyDtoDAsync", (void*)&memcpy_dtod_async},
+    {"cuMemsetD8", (void*)&memset_d8},
+    {"cuMemsetD8Async", (void*)&memset_d8_async},
     {"cuCtxSynchronize", (void*)&ctx_synchronize},
+    {"cuStreamCreate", (void*)&stream_create},
+    {"cuStreamDestroy", (void*)&stream_destroy},
     {"cuStreamSynchronize", (void*)&stream_synchronize},
+    {"cuModuleLoadData", (void*)&module_load_data},
+    {"cuModuleLoadDataEx", (void*)&module_load_data_ex},
+    {"cuModuleUnload", (void*)&module_unload},
+    {"cuModuleGetFunction", (void*)&module_get_function},
+    {"cuModuleGetGlobal", (void*)&module_get_global},
+    {"cuModuleGetFunctionCount", (void*)&module_get_function_count},
+    {"cuModuleEnumerateFunctions", (void*)&module_enumerate_functions},
+    {"cuFuncGetName", (void*)&func_get_name},
+    {"cuLaunchKernel", (void*)&launch_kernel},
 };
 
 static fake_result not_supported(void) { return FAKE_ERROR_NOT_SUPPORTED; }

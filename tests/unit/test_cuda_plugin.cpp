@@ -372,8 +372,8 @@ BOOST_AUTO_TEST_CASE(inspect_module_asks_the_driver_for_the_compute_capability) 
 }
 
 // Memory you can see (issue 18) through the core wherever a device is (a GPU, or the fake
-// driver's "device" mode, which allocates nothing: device_memory_limit refuses the request in
-// the shared ledger before the driver is asked).
+// driver's "device" mode): device_memory_limit refuses the request in the shared ledger before
+// the driver is asked.
 BOOST_AUTO_TEST_CASE(memory_snapshot_scopes_and_out_of_memory_report_through_the_core) {
   if (probe().reason != GPUPLUG_PROBE_AVAILABLE) {
     BOOST_TEST_MESSAGE("skipped: no CUDA device (" << probe().message << ")");
@@ -400,4 +400,169 @@ BOOST_AUTO_TEST_CASE(memory_snapshot_scopes_and_out_of_memory_report_through_the
     BOOST_TEST(contains(e.what(), "op scratch held: 0 B live"), e.what());
   }
   BOOST_TEST(scope.end().peak_bytes == 0u);
+}
+
+// The fake driver's device serves a workload (issue 17: the layer tests run on it), and refuses
+// what a driver refuses: through the core, copies and memset move real bytes, memory_info sees
+// what is live, a module's kernels and initialised globals are found and launches are counted;
+// straight through its entry points, a call without the primary context current, an unknown,
+// freed or overrun device range, a destroyed stream or module, and a bad launch are errors.
+BOOST_AUTO_TEST_CASE(fake_device_serves_a_workload_and_refuses_what_a_driver_refuses) {
+  const char* mode = std::getenv("GPUPLUG_FAKE_CUDA");
+  if (mode == nullptr) {
+    const auto dir = fake_driver_dir();
+    if (dir.empty() || !std::filesystem::exists(dir / "libcuda.so.1")) {
+      BOOST_TEST_MESSAGE("skipped: no fake libcuda.so.1 beside this test program");
+      return;
+    }
+    BOOST_TEST(
+        run_against_fake(dir, "device",
+                         "fake_device_serves_a_workload_and_refuses_what_a_driver_refuses") == 0);
+    return;
+  }
+  if (std::string_view(mode) != "device") return;
+  BOOST_TEST_REQUIRE(probe().reason == GPUPLUG_PROBE_AVAILABLE, probe().message);
+  void* fake = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  BOOST_TEST_REQUIRE(fake != nullptr);
+  const auto count = [&](const char* name) {
+    const auto f = reinterpret_cast<long long (*)()>(dlsym(fake, name));
+    BOOST_TEST_REQUIRE(f != nullptr, name);
+    return f;
+  };
+  const auto launches = count("gpuplug_fake_cuda_launches");
+  const auto live_allocations =
+      reinterpret_cast<int (*)()>(dlsym(fake, "gpuplug_fake_cuda_live_allocations"));
+  const auto live_streams =
+      reinterpret_cast<int (*)()>(dlsym(fake, "gpuplug_fake_cuda_live_streams"));
+  BOOST_TEST_REQUIRE((live_allocations && live_streams));
+
+  {
+    gpuplug::PluginRegistry registry;
+    registry.add_plugin_file(plugin_under_test());
+    auto gpu = registry.create("cuda:0!");
+    const std::size_t bytes = 4096;
+    const std::uint64_t free_before = gpu->memory_info().free_bytes;
+    const gpuplug::DevicePtr a = gpu->alloc(bytes, "a");
+    const gpuplug::DevicePtr b = gpu->alloc(bytes, "b");
+    BOOST_TEST(gpu->memory_info().free_bytes == free_before - 2 * bytes);
+    std::vector<std::uint8_t> in(bytes), out(bytes, 0);
+    for (std::size_t i = 0; i < bytes; ++i) in[i] = static_cast<std::uint8_t>(i * 7);
+    const gpuplug::Stream s = gpu->create_stream();
+    BOOST_TEST(live_streams() == 1);
+    gpu->copy_h2d_async(a, in.data(), bytes, s);
+    gpu->memset(a + 16, 0xAB, 16, s);
+    gpu->copy_d2d(b, a, bytes);
+    gpu->copy_d2h(out.data(), b, bytes);
+    for (std::size_t i = 16; i < 32; ++i) in[i] = 0xAB;
+    BOOST_TEST(out == in, "the bytes did not survive upload, memset, d2d and download");
+
+    const long long before = launches();
+    const gpuplug::KernelHandle axpy = gpu->kernel("axpy", "axpy");
+    gpu->launch_args(axpy, {4, 1, 1}, {256, 1, 1}, 0, s, std::uint32_t{1024}, 2.0f, a.value,
+                     b.value);
+    gpu->synchronize(s);
+    BOOST_TEST(launches() == before + 1);
+    // A global holds its initial bytes from the cubin (kernels/cuda/gemm.cu: kNTile).
+    const auto tile = gpu->device_symbol("gemm", "gemm_f32_n_tile");
+    BOOST_TEST_REQUIRE(tile.has_value());
+    std::uint32_t n_tile = 0;
+    gpu->copy_d2h(&n_tile, tile->address, sizeof n_tile);
+    BOOST_TEST(n_tile == 64u);
+    BOOST_TEST(!gpu->device_symbol("gemm", "no_such_global").has_value());
+    gpu->destroy_stream(s);
+    gpu->free(a);
+    gpu->free(b);
+    BOOST_TEST(live_streams() == 0);
+    BOOST_TEST(gpu->memory_info().free_bytes < free_before);  // the module globals are live
+  }
+  BOOST_TEST(live_allocations() == 0, "the modules' globals were freed with the backend");
+
+  // Straight through the entry points, as a plugin with a bug would call them.
+  using GetProc = int (*)(const char*, void**, int, unsigned long long, int*);
+  const auto get_proc = reinterpret_cast<GetProc>(dlsym(fake, "cuGetProcAddress_v2"));
+  BOOST_TEST_REQUIRE(get_proc != nullptr);
+  const auto entry = [&](const char* name) {
+    void* fn = nullptr;
+    int found = -1;
+    BOOST_TEST_REQUIRE((get_proc(name, &fn, 13000, 0, &found) == 0 && found == 0), name);
+    return fn;
+  };
+  using Ptr = unsigned long long;
+  const auto mem_alloc = reinterpret_cast<int (*)(Ptr*, std::size_t)>(entry("cuMemAlloc"));
+  const auto mem_free = reinterpret_cast<int (*)(Ptr)>(entry("cuMemFree"));
+  const auto htod = reinterpret_cast<int (*)(Ptr, const void*, std::size_t)>(entry("cuMemcpyHtoD"));
+  const auto htod_async =
+      reinterpret_cast<int (*)(Ptr, const void*, std::size_t, void*)>(entry("cuMemcpyHtoDAsync"));
+  const auto stream_create = reinterpret_cast<int (*)(void**, unsigned)>(entry("cuStreamCreate"));
+  const auto stream_destroy = reinterpret_cast<int (*)(void*)>(entry("cuStreamDestroy"));
+  const auto load = reinterpret_cast<int (*)(void**, const void*)>(entry("cuModuleLoadData"));
+  const auto unload = reinterpret_cast<int (*)(void*)>(entry("cuModuleUnload"));
+  const auto get_function =
+      reinterpret_cast<int (*)(void**, void*, const char*)>(entry("cuModuleGetFunction"));
+  const auto launch =
+      reinterpret_cast<int (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                               unsigned, void*, void**, void**)>(entry("cuLaunchKernel"));
+  const auto retain = reinterpret_cast<int (*)(void**, int)>(entry("cuDevicePrimaryCtxRetain"));
+  const auto release = reinterpret_cast<int (*)(int)>(entry("cuDevicePrimaryCtxRelease"));
+  const auto push = reinterpret_cast<int (*)(void*)>(entry("cuCtxPushCurrent"));
+  const auto pop = reinterpret_cast<int (*)(void**)>(entry("cuCtxPopCurrent"));
+  constexpr int kInvalidValue = 1, kInvalidContext = 201, kInvalidHandle = 400, kNotFound = 500;
+
+  Ptr p = 0;
+  BOOST_TEST(mem_alloc(&p, 64) == kInvalidContext);  // no context current on this thread
+  void* primary = nullptr;
+  BOOST_TEST_REQUIRE(retain(&primary, 0) == 0);
+  BOOST_TEST_REQUIRE(push(primary) == 0);
+  BOOST_TEST_REQUIRE(mem_alloc(&p, 64) == 0);
+  std::vector<std::uint8_t> host(128);
+  BOOST_TEST(htod(p, host.data(), 64) == 0);
+  BOOST_TEST(htod(p + 32, host.data(), 32) == 0);
+  BOOST_TEST(htod(p + 32, host.data(), 33) == kInvalidValue);  // one byte past the end
+  BOOST_TEST(htod(p + 64, host.data(), 1) == kInvalidValue);   // the gap after it
+  BOOST_TEST(htod(0x1000, host.data(), 1) == kInvalidValue);   // nobody's
+  BOOST_TEST(mem_free(p + 8) == kInvalidValue);                // not what alloc returned
+  BOOST_TEST(mem_free(p) == 0);
+  BOOST_TEST(htod(p, host.data(), 1) == kInvalidValue);  // freed
+  BOOST_TEST(mem_free(p) == kInvalidValue);
+
+  void* s = nullptr;
+  BOOST_TEST_REQUIRE(stream_create(&s, 0) == 0);
+  BOOST_TEST(stream_destroy(s) == 0);
+  BOOST_TEST(stream_destroy(s) == kInvalidHandle);
+  BOOST_TEST_REQUIRE(mem_alloc(&p, 64) == 0);
+  BOOST_TEST(htod_async(p, host.data(), 64, s) == kInvalidHandle);
+  BOOST_TEST(htod_async(p, host.data(), 64, nullptr) == 0);
+
+  std::string why;
+  const auto image =
+      gpuplug::support::read_file(std::string(GPUPLUG_TEST_KERNEL_DIR) + "/cuda/axpy.fatbin", why);
+  BOOST_TEST_REQUIRE(image.has_value(), why);
+  std::vector<std::uint64_t> aligned((image->size() + 7) / 8);
+  std::memcpy(aligned.data(), image->data(), image->size());
+  void* module = nullptr;
+  BOOST_TEST_REQUIRE(load(&module, aligned.data()) == 0);
+  void* f = nullptr;
+  BOOST_TEST(get_function(&f, module, "gemm_f32") == kNotFound);
+  BOOST_TEST_REQUIRE(get_function(&f, module, "axpy") == 0);
+  const long long before = launches();
+  BOOST_TEST(launch(f, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr) == 0);
+  BOOST_TEST(launch(f, 0, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr) == kInvalidValue);
+  BOOST_TEST(launch(f, 1, 1, 1, 32, 0, 1, 0, nullptr, nullptr, nullptr) == kInvalidValue);
+  BOOST_TEST(launch(f, 1, 1, 1, 2048, 1, 1, 0, nullptr, nullptr, nullptr) == kInvalidValue);
+  BOOST_TEST(launch(f, 1, 1, 1, 32, 1, 1, 0, s, nullptr, nullptr) == kInvalidHandle);
+  BOOST_TEST(launch(host.data(), 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr) ==
+             kInvalidHandle);
+  BOOST_TEST(unload(module) == 0);
+  BOOST_TEST(unload(module) == kInvalidHandle);
+  BOOST_TEST(launch(f, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr) == kInvalidHandle);
+  BOOST_TEST(launches() == before + 1);
+  const char not_ptx[] = "not a kernel image";
+  BOOST_TEST(load(&module, not_ptx) != 0);
+
+  BOOST_TEST(mem_free(p) == 0);
+  BOOST_TEST(live_allocations() == 0);
+  void* popped = nullptr;
+  BOOST_TEST(pop(&popped) == 0);
+  BOOST_TEST(popped == primary);
+  BOOST_TEST(release(0) == 0);
 }

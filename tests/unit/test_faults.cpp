@@ -1,21 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
 // The built-in `faults` layer (issue 17, docs/layers.md): its spec, which calls it fails, the
-// `after` mode's undo, many threads, and the Error a host application sees.
+// `after` mode's undo, many threads, and the Error a host application sees. On host, or on the
+// backend GPUPLUG_TEST_LAYER_BACKEND names (layer_backend.hpp: CTest runs it again on the fake
+// CUDA driver).
 #define BOOST_TEST_MODULE faults
 #include <algorithm>
 #include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <cstdint>
-#include <filesystem>
-#include <fstream>
 #include <gpuplug/gpuplug.hpp>
-#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "contains.hpp"
 #include "error_of.hpp"
+#include "layer_backend.hpp"
 #include "loader_env.hpp"
 #include "scoped_env.hpp"
 #include "test_print.hpp"
@@ -25,22 +25,22 @@ using gpuplug::Error;
 using gpuplug::Options;
 using gpuplug::Status;
 using namespace gpuplug::test;
-namespace fs = std::filesystem;
 
 BOOST_TEST_GLOBAL_FIXTURE(LoaderEnvironment);
 
 namespace {
 
-/// A registry of this build tree's plugins, and host backends with the faults layer on.
+/// A registry of this build tree's plugins, and backends (host, or layer_selector()'s) with the
+/// faults layer on.
 struct Faulty {
   gpuplug::PluginRegistry registry;
   Faulty() { registry.discover(); }
-  std::shared_ptr<gpuplug::GpuBackend> host(const std::string& spec) {
-    return registry.create("host!", {{"layers", "faults"}, {"faults", spec}});
+  std::shared_ptr<gpuplug::GpuBackend> backend(const std::string& spec) {
+    return registry.create(layer_selector(), {{"layers", "faults"}, {"faults", spec}});
   }
-  /// The Error creating a host backend with `spec` gives.
+  /// The Error creating a backend with `spec` gives.
   Error refused(const std::string& spec) {
-    return error_of([&] { host(spec); }, Status::invalid_argument);
+    return error_of([&] { backend(spec); }, Status::invalid_argument);
   }
 };
 
@@ -59,19 +59,6 @@ std::vector<bool> failing_allocs(gpuplug::GpuBackend& gpu, int count) {
   return failed;
 }
 
-std::vector<std::byte> host_module_bytes(const std::string& module) {
-  const fs::path dir = fs::path(GPUPLUG_TEST_KERNEL_DIR) / "host";
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    if (entry.path().stem() != module) continue;
-    std::ifstream in(entry.path(), std::ios::binary);
-    std::vector<char> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    const auto* first = reinterpret_cast<const std::byte*>(bytes.data());
-    return {first, first + bytes.size()};
-  }
-  BOOST_FAIL("no host kernel module '" << module << "' in " << dir);
-  return {};
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(spec)
@@ -83,7 +70,7 @@ BOOST_AUTO_TEST_CASE(good_specs_are_taken) {
         "copy_d2h@2=device_error",
         "memset@1=device_error", "kernel@2=not_found:before", "alloc@p:0.5,seed:7=out_of_memory",
         "alloc@p:1=out_of_memory;", " create_stream @ 1 = device_error : after ", ""}) {
-    BOOST_TEST_CONTEXT("faults='" << spec << "'") { BOOST_CHECK_NO_THROW(f.host(spec)); }
+    BOOST_TEST_CONTEXT("faults='" << spec << "'") { BOOST_CHECK_NO_THROW(f.backend(spec)); }
   }
 }
 
@@ -117,10 +104,10 @@ BOOST_AUTO_TEST_CASE(gpuplug_faults_is_read_when_the_option_is_absent) {
   Faulty f;
   ScopedEnv layers("GPUPLUG_LAYERS", "faults");
   ScopedEnv faults("GPUPLUG_FAULTS", "alloc@1=device_error");
-  auto gpu = f.registry.create("host!");
+  auto gpu = f.registry.create(layer_selector());
   error_of([&] { gpu->alloc(8); }, Status::device_error);
   // The option wins over the variable.
-  auto other = f.registry.create("host!", {{"faults", "alloc@2=device_error"}});
+  auto other = f.registry.create(layer_selector(), {{"faults", "alloc@2=device_error"}});
   other->free(other->alloc(8));
 }
 
@@ -130,14 +117,15 @@ BOOST_AUTO_TEST_SUITE(which_calls)
 
 BOOST_AUTO_TEST_CASE(the_nth_call_fails_with_the_status_and_a_message_naming_it) {
   Faulty f;
-  auto gpu = f.host("alloc@2=out_of_memory");
+  auto gpu = f.backend("alloc@2=out_of_memory");
   const DevicePtr a = gpu->alloc(16);
   const Error e = error_of([&] { gpu->alloc(16); }, Status::out_of_memory);
-  BOOST_TEST(e.backend() == "host:0");
+  BOOST_TEST(e.backend() == layer_backend_name());
   BOOST_TEST(e.operation() == "alloc");
   // The injected message, inside the out-of-memory report every failed alloc gets (docs/memory.md).
   BOOST_TEST(contains(std::string(e.what()),
-                      "host:0: alloc: out of memory allocating 16 B at "), e.what());
+                      layer_backend_name() + ": alloc: out of memory allocating 16 B at "),
+             e.what());
   BOOST_TEST(contains(e.message(), ": injected fault: alloc call 2 (faults='alloc@2=out_of_memory'); "),
              e.what());
   const DevicePtr c = gpu->alloc(16);                  // call 3 goes through
@@ -148,7 +136,7 @@ BOOST_AUTO_TEST_CASE(the_nth_call_fails_with_the_status_and_a_message_naming_it)
 
 BOOST_AUTO_TEST_CASE(a_gpubackend_name_reaches_its_slot) {
   Faulty f;
-  auto gpu = f.host("memset@1=device_error");
+  auto gpu = f.backend("memset@1=device_error");
   const DevicePtr p = gpu->alloc(16);
   const Error e = error_of([&] { gpu->memset(p, 0, 16); }, Status::device_error);
   BOOST_TEST(e.operation() == "memset");
@@ -158,7 +146,7 @@ BOOST_AUTO_TEST_CASE(a_gpubackend_name_reaches_its_slot) {
 
 BOOST_AUTO_TEST_CASE(every_nth_call_fails) {
   Faulty f;
-  auto gpu = f.host("alloc@every:3=out_of_memory");
+  auto gpu = f.backend("alloc@every:3=out_of_memory");
   const std::vector<bool> failed = failing_allocs(*gpu, 10);
   BOOST_TEST(failed == (std::vector<bool>{false, false, true, false, false, true, false, false,
                                           true, false}));
@@ -167,24 +155,25 @@ BOOST_AUTO_TEST_CASE(every_nth_call_fails) {
 BOOST_AUTO_TEST_CASE(a_probability_fails_the_same_calls_for_the_same_seed) {
   Faulty f;
   const std::vector<bool> first =
-      failing_allocs(*f.host("alloc@p:0.25,seed:42=out_of_memory"), 400);
+      failing_allocs(*f.backend("alloc@p:0.25,seed:42=out_of_memory"), 400);
   const std::vector<bool> again =
-      failing_allocs(*f.host("alloc@p:0.25,seed:42=out_of_memory"), 400);
+      failing_allocs(*f.backend("alloc@p:0.25,seed:42=out_of_memory"), 400);
   const std::vector<bool> other =
-      failing_allocs(*f.host("alloc@p:0.25,seed:43=out_of_memory"), 400);
+      failing_allocs(*f.backend("alloc@p:0.25,seed:43=out_of_memory"), 400);
   BOOST_TEST(first == again);
   BOOST_TEST(first != other);
   const auto n = std::count(first.begin(), first.end(), true);
   BOOST_TEST((n > 50 && n < 150), n << " of 400 calls failed at p = 0.25");
-  const std::vector<bool> never = failing_allocs(*f.host("alloc@p:0=out_of_memory"), 50);
+  const std::vector<bool> never = failing_allocs(*f.backend("alloc@p:0=out_of_memory"), 50);
   BOOST_TEST(std::count(never.begin(), never.end(), true) == 0);
-  const std::vector<bool> always = failing_allocs(*f.host("alloc@p:1=out_of_memory"), 50);
+  const std::vector<bool> always = failing_allocs(*f.backend("alloc@p:1=out_of_memory"), 50);
   BOOST_TEST(std::count(always.begin(), always.end(), true) == 50);
 }
 
 BOOST_AUTO_TEST_CASE(the_first_rule_that_fires_wins_and_others_count_on) {
   Faulty f;
-  auto gpu = f.host("alloc@2=out_of_memory; alloc@every:2=device_error; copy_h2d@1=launch_failed");
+  auto gpu =
+      f.backend("alloc@2=out_of_memory; alloc@every:2=device_error; copy_h2d@1=launch_failed");
   gpu->free(gpu->alloc(4));
   error_of([&] { gpu->alloc(4); }, Status::out_of_memory);
   gpu->free(gpu->alloc(4));
@@ -194,8 +183,8 @@ BOOST_AUTO_TEST_CASE(the_first_rule_that_fires_wins_and_others_count_on) {
 
 BOOST_AUTO_TEST_CASE(counts_are_per_backend) {
   Faulty f;
-  auto a = f.host("alloc@1=out_of_memory");
-  auto b = f.host("alloc@1=out_of_memory");
+  auto a = f.backend("alloc@1=out_of_memory");
+  auto b = f.backend("alloc@1=out_of_memory");
   error_of([&] { a->alloc(4); }, Status::out_of_memory);
   error_of([&] { b->alloc(4); }, Status::out_of_memory);
   a->free(a->alloc(4));
@@ -203,7 +192,7 @@ BOOST_AUTO_TEST_CASE(counts_are_per_backend) {
 
 BOOST_AUTO_TEST_CASE(many_threads_fail_exactly_every_nth_call) {
   Faulty f;
-  auto gpu = f.host("alloc@every:10=out_of_memory");
+  auto gpu = f.backend("alloc@every:10=out_of_memory");
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
@@ -230,11 +219,11 @@ BOOST_AUTO_TEST_SUITE(modes)
 
 BOOST_AUTO_TEST_CASE(before_never_calls_the_plugin_after_calls_it_and_undoes) {
   Faulty f;
-  auto before = f.host("alloc@1=out_of_memory");
+  auto before = f.backend("alloc@1=out_of_memory");
   error_of([&] { before->alloc(32); }, Status::out_of_memory);
   BOOST_TEST(before->ledger_stats().total_allocs == 0u);
 
-  auto after = f.host("alloc@1=out_of_memory:after");
+  auto after = f.backend("alloc@1=out_of_memory:after");
   const Error e = error_of([&] { after->alloc(32); }, Status::out_of_memory);
   BOOST_TEST(contains(e.message(),
                       ": injected fault: alloc call 1, after the call, which was undone "
@@ -248,8 +237,8 @@ BOOST_AUTO_TEST_CASE(before_never_calls_the_plugin_after_calls_it_and_undoes) {
 
 BOOST_AUTO_TEST_CASE(after_a_module_load_the_module_is_unloaded) {
   Faulty f;
-  const std::vector<std::byte> image = host_module_bytes("axpy");
-  auto gpu = f.host("load_module@1=invalid_image:after");
+  const std::vector<std::byte> image = layer_module_bytes("axpy");
+  auto gpu = f.backend("load_module@1=invalid_image:after");
   error_of([&] { gpu->load_module("faulted_axpy", image); }, Status::invalid_image);
   BOOST_TEST(!gpu->has_module("faulted_axpy"));
   gpu->load_module("faulted_axpy", image);  // the name is free again: it was unloaded
@@ -259,7 +248,7 @@ BOOST_AUTO_TEST_CASE(after_a_module_load_the_module_is_unloaded) {
 
 BOOST_AUTO_TEST_CASE(after_a_stream_or_event_is_made_it_is_destroyed) {
   Faulty f;
-  auto gpu = f.host("create_stream@1=device_error:after; create_event@1=device_error:after");
+  auto gpu = f.backend("create_stream@1=device_error:after; create_event@1=device_error:after");
   error_of([&] { gpu->create_stream(); }, Status::device_error);
   error_of([&] { gpu->create_event(); }, Status::device_error);
   // The next ones work; the backend's destruction finds nothing left behind.
@@ -269,9 +258,9 @@ BOOST_AUTO_TEST_CASE(after_a_stream_or_event_is_made_it_is_destroyed) {
 
 BOOST_AUTO_TEST_CASE(a_failure_of_the_plugin_itself_stands_in_after_mode) {
   Faulty f;
-  auto gpu = f.registry.create("host!", {{"layers", "faults"},
-                                         {"faults", "alloc@1=device_error:after"},
-                                         {"device_memory_limit", "1024"}});
+  auto gpu = f.registry.create(layer_selector(), {{"layers", "faults"},
+                                                  {"faults", "alloc@1=device_error:after"},
+                                                  {"device_memory_limit", "1024"}});
   const Error e = error_of([&] { gpu->alloc(4096); }, Status::out_of_memory);
   BOOST_TEST(!contains(e.message(), "injected fault"), e.what());
 }

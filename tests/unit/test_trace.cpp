@@ -2,7 +2,8 @@
 // The `trace` layer (issue 17, docs/layers.md): the file it writes, its bounded ring, the summary
 // it logs, its options, and many threads through it. tests/scripts/check_trace.py checks the
 // file of a whole gemm_pipeline run as Chrome trace-event JSON. The backend is "host!", or the
-// selector GPUPLUG_TEST_LAYER_BACKEND names (CTest runs it again on the fake HIP runtime).
+// selector GPUPLUG_TEST_LAYER_BACKEND names (layer_backend.hpp: CTest runs it again on the fake
+// HIP runtime and on the fake CUDA driver).
 #define BOOST_TEST_MODULE trace
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 
 #include "contains.hpp"
 #include "error_of.hpp"
+#include "layer_backend.hpp"
 #include "loader_env.hpp"
 #include "log_records.hpp"
 #include "test_print.hpp"
@@ -44,12 +46,6 @@ std::string read(const fs::path& file) {
   return text.str();
 }
 
-/// The backend the cases trace: host, or the one the test run names.
-std::string selector() {
-  const char* env = std::getenv("GPUPLUG_TEST_LAYER_BACKEND");
-  return env != nullptr && *env != '\0' ? env : "host!";
-}
-
 /// The info records the backend logged, joined.
 std::string info_text(LogRecords& logs) {
   std::string all;
@@ -70,7 +66,7 @@ struct Traced {
   std::shared_ptr<gpuplug::GpuBackend> create(const std::string& file, Options extra = {}) {
     extra["layers"] = "trace";
     extra["trace_file"] = (dir.path / file).string();
-    return registry.create(selector(), extra);
+    return registry.create(layer_selector(), extra);
   }
   std::string file(const std::string& name) const { return read(dir.path / name); }
 };
@@ -129,12 +125,18 @@ BOOST_AUTO_TEST_CASE(the_ring_is_bounded_and_says_what_it_dropped) {
 BOOST_AUTO_TEST_CASE(bad_options_are_refused_by_name) {
   gpuplug::PluginRegistry registry;
   registry.discover();
-  const auto e = error_of([&] { registry.create(selector(), {{"layers", "trace"}, {"trace_buffer", "0"}}); },
-                          Status::invalid_argument);
+  const auto e = error_of(
+      [&] {
+        registry.create(layer_selector(), {{"layers", "trace"}, {"trace_buffer", "0"}});
+      },
+      Status::invalid_argument);
   BOOST_TEST(contains(e.what(), "layer 'trace': option trace_buffer='0': expected a count"),
              e.what());
-  const auto f = error_of([&] { registry.create(selector(), {{"layers", "trace"}, {"trace_file", ""}}); },
-                          Status::invalid_argument);
+  const auto f = error_of(
+      [&] {
+        registry.create(layer_selector(), {{"layers", "trace"}, {"trace_file", ""}});
+      },
+      Status::invalid_argument);
   BOOST_TEST(contains(f.what(), "option trace_file=''"), f.what());
 }
 
@@ -144,7 +146,7 @@ BOOST_AUTO_TEST_CASE(a_file_that_cannot_be_written_is_logged_not_thrown) {
     gpuplug::PluginRegistry registry;
     registry.discover();
     auto gpu = registry.create(
-        selector(), {{"layers", "trace"}, {"trace_file", "/nonexistent-dir/trace.json"}});
+        layer_selector(), {{"layers", "trace"}, {"trace_file", "/nonexistent-dir/trace.json"}});
     gpu->free(gpu->alloc(8));
   }
   bool logged = false;
