@@ -75,6 +75,24 @@ class PluginBackend final : public GpuBackend {
   LedgerStats sweep_unreleased() override;
   void reset_peak() override;
 
+  // ---- ABI 1.2 peer copies (core/peer_copy.cpp, docs/interop.md) ----
+  /// True when `src` comes from the same loaded plugin as this backend (the plugin's own
+  /// copy_peer_async is the same function) and that plugin has the slot.
+  bool has_peer_copy_from(const PluginBackend& src) const noexcept {
+    return plugin_copy_peer_ != nullptr && plugin_copy_peer_ == src.plugin_copy_peer_;
+  }
+  /// Queues the plugin's peer copy from `src_ptr` on `src` to `dst` on `stream` of this backend.
+  /// Precondition: has_peer_copy_from(src). Throws the plugin's Error for "copy_peer_async".
+  void copy_peer_async(DevicePtr dst, const PluginBackend& src, DevicePtr src_ptr,
+                       std::size_t bytes, Stream stream);
+  /// True when the plugin allocates page-locked host memory (host_alloc_pinned).
+  bool has_pinned_memory() const noexcept { return optional_.host_alloc_pinned != nullptr; }
+  /// `bytes` of page-locked host memory. Precondition: has_pinned_memory(). Throws the plugin's
+  /// Error (out_of_memory when none is left).
+  void* alloc_pinned(std::size_t bytes);
+  /// Frees what alloc_pinned returned; a failure is logged (it runs in destructors).
+  void free_pinned(void* p) noexcept;
+
   /// "validate, trace": the layers this backend runs with, top first; "" when none.
   std::string layer_names() const;
   /// True when the built-in validate layer is among them: the OpCaches bound to this backend
@@ -130,6 +148,9 @@ class PluginBackend final : public GpuBackend {
   std::unique_ptr<LayerStack> layers_;
   void (*plugin_destroy_)(gpuplug_instance_t) = nullptr;
   gpuplug_instance_t plugin_instance_ = nullptr;
+  // The plugin's own copy_peer_async (never a layer's): which plugin made this backend, for
+  // has_peer_copy_from. Null when the plugin has none.
+  decltype(gpuplug_plugin_v1::copy_peer_async) plugin_copy_peer_ = nullptr;
   bool validates_ = false;
 };
 
