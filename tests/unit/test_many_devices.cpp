@@ -6,8 +6,11 @@
 #define BOOST_TEST_MODULE many_devices
 #include <boost/test/unit_test.hpp>
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <gpuplug/gpuplug.hpp>
 #include <numeric>
 #include <string>
@@ -295,12 +298,26 @@ BOOST_FIXTURE_TEST_CASE(errors_name_both_backends_and_where_the_copy_stopped, Pa
 // The plugin's own copy reaches the plugin through layers on either side: the source's instance
 // is the plugin's, passed through the destination's layers unchanged.
 BOOST_FIXTURE_TEST_CASE(the_vendor_copy_passes_through_layers, Registry) {
-  auto layered = registry.create("host!", {{"layers", "validate,trace"}});
-  auto plain = registry.create("host!");
-  check_copy(*layered, *plain, 3 * 4096 + 5, 1, 2, {4096});
-  check_copy(*plain, *layered, 3 * 4096 + 5, 1, 2, {4096});
-  BOOST_TEST(async_copy_is_ordered(*layered, *plain, 5000, {4096}));
-  BOOST_TEST(layered->live_alloc_count() == 0u);
+  const std::filesystem::path trace =
+      std::filesystem::temp_directory_path() /
+      ("gpuplug_peer_trace_" + std::to_string(::getpid()) + ".json");
+  {
+    auto layered = registry.create(
+        "host!", {{"layers", "validate,trace"}, {"trace_file", trace.string()}});
+    auto plain = registry.create("host!");
+    check_copy(*layered, *plain, 3 * 4096 + 5, 1, 2, {4096});
+    check_copy(*plain, *layered, 3 * 4096 + 5, 1, 2, {4096});
+    check_copy(*layered, *plain, 3 * 4096 + 5, 1, 2, {4096, false});  // pinned by `layered`
+    BOOST_TEST(async_copy_is_ordered(*layered, *plain, 5000, {4096}));
+    BOOST_TEST(layered->live_alloc_count() == 0u);
+  }
+  // The trace layer saw the new slots (written when the backend went).
+  std::ifstream in(trace);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::filesystem::remove(trace);
+  BOOST_TEST(contains(text, "copy_peer_async"));
+  BOOST_TEST(contains(text, "host_alloc_pinned"));
+  BOOST_TEST(contains(text, "host_free_pinned"));
 }
 
 // On the fake HIP runtime: hip:0 -> hip:1 is hipMemcpyPeerAsync, staging is hipHostMalloc'd, and
