@@ -38,7 +38,8 @@ struct Description {
 };
 
 /// Two staging chunks: page-locked memory of the first of `candidates` that gives it, else
-/// pageable memory. Pinned memory goes back through the plugin that gave it.
+/// pageable memory. Pinned memory goes back to the backend that gave it, which keeps a few
+/// buffers for the next copy.
 class Staging {
  public:
   Staging(std::size_t chunk, std::array<PluginBackend*, 2> candidates, bool pinned) {
@@ -46,7 +47,8 @@ class Staging {
       if (!pinned || p == nullptr || !p->has_pinned_memory()) continue;
       try {
         pinned_by_ = p;
-        for (auto& b : buffers_) b = static_cast<std::byte*>(p->alloc_pinned(chunk));
+        bytes_ = chunk;
+        for (auto& b : buffers_) b = static_cast<std::byte*>(p->take_pinned(chunk));
         return;
       } catch (const Error& e) {
         release();
@@ -70,12 +72,13 @@ class Staging {
   void release() noexcept {
     if (pinned_by_ == nullptr) return;
     for (auto*& b : buffers_) {
-      if (b != nullptr) pinned_by_->free_pinned(b);
+      if (b != nullptr) pinned_by_->give_back_pinned(b, bytes_);
       b = nullptr;
     }
     pinned_by_ = nullptr;
   }
   PluginBackend* pinned_by_ = nullptr;
+  std::size_t bytes_ = 0;
   std::array<std::byte*, 2> buffers_{};
   std::array<std::unique_ptr<std::byte[]>, 2> pageable_;
 };

@@ -91,6 +91,9 @@ PluginBackend::~PluginBackend() {
     log(LogLevel::warning, name_,
         "releasing the op cache: " + support::describe_current_exception());
   }
+  // Kept pinned staging goes back through the instance that gave it, while it exists.
+  for (const auto& [p, bytes] : kept_pinned_) free_pinned(p);
+  kept_pinned_.clear();
   if (layers_) {
     layers_.reset();  // the layers, top first
     plugin_destroy_(plugin_instance_);
@@ -227,10 +230,31 @@ void PluginBackend::copy_peer_async(DevicePtr dst, const PluginBackend& src, Dev
         "copy_peer_async");
 }
 
-void* PluginBackend::alloc_pinned(std::size_t bytes) {
+void* PluginBackend::take_pinned(std::size_t bytes) {
+  {
+    std::lock_guard lock(pinned_mutex_);
+    for (auto it = kept_pinned_.begin(); it != kept_pinned_.end(); ++it) {
+      if (it->second != bytes) continue;
+      void* p = it->first;
+      kept_pinned_.erase(it);
+      return p;
+    }
+  }
   void* p = nullptr;
   check(optional_.host_alloc_pinned(*this, bytes, &p), "host_alloc_pinned");
   return p;
+}
+
+void PluginBackend::give_back_pinned(void* p, std::size_t bytes) noexcept {
+  try {
+    std::lock_guard lock(pinned_mutex_);
+    if (kept_pinned_.size() < kKeptPinned) {
+      kept_pinned_.emplace_back(p, bytes);
+      return;
+    }
+  } catch (...) {  // no memory to keep it: free it
+  }
+  free_pinned(p);
 }
 
 void PluginBackend::free_pinned(void* p) noexcept {

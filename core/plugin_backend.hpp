@@ -6,7 +6,10 @@
 
 #include <gpuplug/backend.hpp>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "layer_catalog.hpp"
 #include "plugin_table.hpp"
@@ -87,11 +90,16 @@ class PluginBackend final : public GpuBackend {
                        std::size_t bytes, Stream stream);
   /// True when the plugin allocates page-locked host memory (host_alloc_pinned).
   bool has_pinned_memory() const noexcept { return optional_.host_alloc_pinned != nullptr; }
-  /// `bytes` of page-locked host memory. Precondition: has_pinned_memory(). Throws the plugin's
-  /// Error (out_of_memory when none is left).
-  void* alloc_pinned(std::size_t bytes);
-  /// Frees what alloc_pinned returned; a failure is logged (it runs in destructors).
-  void free_pinned(void* p) noexcept;
+  /// `bytes` of page-locked host memory: a buffer of exactly that size kept from an earlier
+  /// copy, else a new one (a vendor's pinned allocation costs milliseconds, far more than a
+  /// chunk's copy). Precondition: has_pinned_memory(). Throws the plugin's Error (out_of_memory
+  /// when none is left).
+  void* take_pinned(std::size_t bytes);
+  /// Gives back what take_pinned returned: kept for the next copy (at most kKeptPinned buffers),
+  /// else freed (a failure is logged: it runs in destructors). Everything kept is freed before
+  /// the instance is destroyed.
+  void give_back_pinned(void* p, std::size_t bytes) noexcept;
+  static constexpr std::size_t kKeptPinned = 4;
 
   /// "validate, trace": the layers this backend runs with, top first; "" when none.
   std::string layer_names() const;
@@ -110,6 +118,8 @@ class PluginBackend final : public GpuBackend {
       throw_status(status, operation);
   }
   [[noreturn]] void throw_status(gpuplug_status_t status, std::string_view operation) const;
+  /// Frees pinned memory now (host_free_pinned); a failure is logged.
+  void free_pinned(void* p) noexcept;
 
  protected:
   /// The plugin's load_module_file slot with the path, or the default (read + load_module).
@@ -151,6 +161,10 @@ class PluginBackend final : public GpuBackend {
   // The plugin's own copy_peer_async (never a layer's): which plugin made this backend, for
   // has_peer_copy_from. Null when the plugin has none.
   decltype(gpuplug_plugin_v1::copy_peer_async) plugin_copy_peer_ = nullptr;
+  // Pinned staging buffers kept between copies (take_pinned / give_back_pinned): this backend's,
+  // freed through its own instance.
+  std::mutex pinned_mutex_;
+  std::vector<std::pair<void*, std::size_t>> kept_pinned_;
   bool validates_ = false;
 };
 

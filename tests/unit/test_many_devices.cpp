@@ -320,8 +320,8 @@ BOOST_FIXTURE_TEST_CASE(the_vendor_copy_passes_through_layers, Registry) {
   BOOST_TEST(contains(text, "host_free_pinned"));
 }
 
-// On the fake HIP runtime: hip:0 -> hip:1 is hipMemcpyPeerAsync, staging is hipHostMalloc'd, and
-// every pinned buffer is freed again.
+// On the fake HIP runtime: hip:0 -> hip:1 is hipMemcpyPeerAsync, staging is hipHostMalloc'd,
+// kept by the backend for the next copy, and freed when the backend goes.
 BOOST_FIXTURE_TEST_CASE(hip_uses_its_peer_copy_and_pinned_staging, Pairs) {
   if (!on_fake_hip()) return;
   GpuBackend& hip0 = *keep[2];
@@ -333,11 +333,20 @@ BOOST_FIXTURE_TEST_CASE(hip_uses_its_peer_copy_and_pinned_staging, Pairs) {
   check_copy(hip1, hip0, 10000, 0, 0, {4096, false});
   BOOST_TEST(fake_hip_counter("gpuplug_fake_hip_peer_copies") == peer_before + 2);
   const std::size_t pinned_before = fake_hip_counter("gpuplug_fake_hip_pinned_allocs");
-  check_copy(hip0, *keep[0], 10000, 0, 0, {4096});  // host -> hip:0, staged in hip's memory
-  BOOST_TEST(fake_hip_counter("gpuplug_fake_hip_pinned_allocs") == pinned_before + 2);
-  check_copy(hip0, *keep[0], 10000, 0, 0, {4096, true, false});
-  BOOST_TEST(fake_hip_counter("gpuplug_fake_hip_pinned_allocs") == pinned_before + 2);
-  BOOST_TEST(fake_hip_counter("gpuplug_fake_hip_pinned_live") == 0u);
+  const std::size_t live_before = fake_hip_counter("gpuplug_fake_hip_pinned_live");
+  {
+    auto fresh = registry.create("hip:0!");
+    check_copy(*fresh, *keep[0], 10000, 0, 0, {4096});  // host -> hip:0, staged in hip's memory
+    BOOST_TEST(fake_hip_counter("gpuplug_fake_hip_pinned_allocs") == pinned_before + 2);
+    // The next copy reuses the two buffers the backend kept; pageable staging takes none.
+    check_copy(*keep[0], *fresh, 10000, 0, 0, {4096});
+    BOOST_TEST(async_copy_is_ordered(*fresh, *keep[0], 10000, {4096}));
+    check_copy(*fresh, *keep[0], 10000, 0, 0, {4096, true, false});
+    BOOST_TEST(fake_hip_counter("gpuplug_fake_hip_pinned_allocs") == pinned_before + 2);
+    BOOST_TEST(fake_hip_counter("gpuplug_fake_hip_pinned_live") == live_before + 2);
+  }
+  // The backend freed what it kept when it went.
+  BOOST_TEST(fake_hip_counter("gpuplug_fake_hip_pinned_live") == live_before);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
