@@ -342,8 +342,8 @@ typedef struct gpuplug_plugin_v1 {
    * always the plugin's own (layers pass it through unchanged). Both ranges are checked against
    * their instance's memory (INVALID_ARGUMENT naming the side). The copy is ordered after the
    * work queued on `stream`; work queued on `stream` after it waits for it. The core has waited
-   * for the source's queued work before the call, and keeps `src` unchanged until `stream` has
-   * done the copy. (optional) null, or UNSUPPORTED from the call (a driver without the entry
+   * for the source's queued work before the call; nothing writes `src` until `stream` has done
+   * the copy (the application's promise, docs/interop.md). (optional) null, or UNSUPPORTED from the call (a driver without the entry
    * point): the core stages the copy through host memory. */
   gpuplug_status_t (*copy_peer_async)(gpuplug_instance_t dst_inst, uint64_t dst,
                                       gpuplug_instance_t src_inst, uint64_t src, uint64_t bytes,
