@@ -56,6 +56,7 @@ PluginBackend::PluginBackend(std::shared_ptr<const boost::dll::shared_library> l
     throw Error(st != GPUPLUG_STATUS_SUCCESS ? static_cast<Status>(st) : Status::internal, name_,
                 "create", why);
   }
+  plugin_copy_peer_ = table_.copy_peer_async;  // the plugin's table, before any layer
   if (!enabled.empty()) {
     layer_services_ = {sizeof(gpuplug_layer_services_t), this, &PluginBackend::log_callback,
                        &PluginBackend::set_error_callback};
@@ -90,6 +91,9 @@ PluginBackend::~PluginBackend() {
     log(LogLevel::warning, name_,
         "releasing the op cache: " + support::describe_current_exception());
   }
+  // Kept pinned staging goes back through the instance that gave it, while it exists.
+  for (const auto& [p, bytes] : kept_pinned_) free_pinned(p);
+  kept_pinned_.clear();
   if (layers_) {
     layers_.reset();  // the layers, top first
     plugin_destroy_(plugin_instance_);
@@ -218,6 +222,50 @@ void PluginBackend::copy_d2h_async(void* dst, DevicePtr src, std::size_t bytes, 
 void PluginBackend::copy_d2d_async(DevicePtr dst, DevicePtr src, std::size_t bytes, Stream stream) {
   check(optional_.copy_d2d_async(*this, dst.value, src.value, bytes, stream.value),
         "copy_d2d_async");
+}
+
+void PluginBackend::copy_peer_async(DevicePtr dst, const PluginBackend& src, DevicePtr src_ptr,
+                                    std::size_t bytes, Stream stream) {
+  // The source's own instance, never a layer's: the slot's layers pass it through unchanged.
+  const gpuplug_instance_t src_instance = src.layers_ ? src.plugin_instance_ : src.instance_;
+  check(optional_.copy_peer_async(*this, dst.value, src_instance, src_ptr.value, bytes,
+                                  stream.value),
+        "copy_peer_async");
+}
+
+void* PluginBackend::take_pinned(std::size_t bytes) {
+  {
+    std::lock_guard lock(pinned_mutex_);
+    for (auto it = kept_pinned_.begin(); it != kept_pinned_.end(); ++it) {
+      if (it->second != bytes) continue;
+      void* p = it->first;
+      kept_pinned_.erase(it);
+      return p;
+    }
+  }
+  void* p = nullptr;
+  check(optional_.host_alloc_pinned(*this, bytes, &p), "host_alloc_pinned");
+  return p;
+}
+
+void PluginBackend::give_back_pinned(void* p, std::size_t bytes) noexcept {
+  try {
+    std::lock_guard lock(pinned_mutex_);
+    if (kept_pinned_.size() < kKeptPinned) {
+      kept_pinned_.emplace_back(p, bytes);
+      return;
+    }
+  } catch (...) {  // no memory to keep it: free it
+  }
+  free_pinned(p);
+}
+
+void PluginBackend::free_pinned(void* p) noexcept {
+  if (optional_.host_free_pinned(*this, p) == GPUPLUG_STATUS_SUCCESS) return;
+  try {
+    log(LogLevel::warning, name_, "host_free_pinned: " + last_error());
+  } catch (...) {  // nothing more to say without memory
+  }
 }
 
 void PluginBackend::memset(DevicePtr dst, std::uint8_t value, std::size_t bytes, Stream stream) {

@@ -6,7 +6,10 @@
 
 #include <gpuplug/backend.hpp>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "layer_catalog.hpp"
 #include "plugin_table.hpp"
@@ -75,6 +78,29 @@ class PluginBackend final : public GpuBackend {
   LedgerStats sweep_unreleased() override;
   void reset_peak() override;
 
+  // ---- ABI 1.2 peer copies (core/peer_copy.cpp, docs/interop.md) ----
+  /// True when `src` comes from the same loaded plugin as this backend (the plugin's own
+  /// copy_peer_async is the same function) and that plugin has the slot.
+  bool has_peer_copy_from(const PluginBackend& src) const noexcept {
+    return plugin_copy_peer_ != nullptr && plugin_copy_peer_ == src.plugin_copy_peer_;
+  }
+  /// Queues the plugin's peer copy from `src_ptr` on `src` to `dst` on `stream` of this backend.
+  /// Precondition: has_peer_copy_from(src). Throws the plugin's Error for "copy_peer_async".
+  void copy_peer_async(DevicePtr dst, const PluginBackend& src, DevicePtr src_ptr,
+                       std::size_t bytes, Stream stream);
+  /// True when the plugin allocates page-locked host memory (host_alloc_pinned).
+  bool has_pinned_memory() const noexcept { return optional_.host_alloc_pinned != nullptr; }
+  /// `bytes` of page-locked host memory: a buffer of exactly that size kept from an earlier
+  /// copy, else a new one (a vendor's pinned allocation costs milliseconds, far more than a
+  /// chunk's copy). Precondition: has_pinned_memory(). Throws the plugin's Error (out_of_memory
+  /// when none is left).
+  void* take_pinned(std::size_t bytes);
+  /// Gives back what take_pinned returned: kept for the next copy (at most kKeptPinned buffers),
+  /// else freed (a failure is logged: it runs in destructors). Everything kept is freed before
+  /// the instance is destroyed.
+  void give_back_pinned(void* p, std::size_t bytes) noexcept;
+  static constexpr std::size_t kKeptPinned = 4;
+
   /// "validate, trace": the layers this backend runs with, top first; "" when none.
   std::string layer_names() const;
   /// True when the built-in validate layer is among them: the OpCaches bound to this backend
@@ -92,6 +118,8 @@ class PluginBackend final : public GpuBackend {
       throw_status(status, operation);
   }
   [[noreturn]] void throw_status(gpuplug_status_t status, std::string_view operation) const;
+  /// Frees pinned memory now (host_free_pinned); a failure is logged.
+  void free_pinned(void* p) noexcept;
 
  protected:
   /// The plugin's load_module_file slot with the path, or the default (read + load_module).
@@ -131,6 +159,13 @@ class PluginBackend final : public GpuBackend {
   std::unique_ptr<LayerStack> layers_;
   void (*plugin_destroy_)(gpuplug_instance_t) = nullptr;
   gpuplug_instance_t plugin_instance_ = nullptr;
+  // The plugin's own copy_peer_async (never a layer's): which plugin made this backend, for
+  // has_peer_copy_from. Null when the plugin has none.
+  decltype(gpuplug_plugin_v1::copy_peer_async) plugin_copy_peer_ = nullptr;
+  // Pinned staging buffers kept between copies (take_pinned / give_back_pinned): this backend's,
+  // freed through its own instance.
+  std::mutex pinned_mutex_;
+  std::vector<std::pair<void*, std::size_t>> kept_pinned_;
   bool validates_ = false;
 };
 

@@ -322,6 +322,11 @@ OptionalSlots resolve_optional_slots(const gpuplug_plugin_v1& t) noexcept {
   pick(s.ledger_scope_begin, scopes, &forward<&T::ledger_scope_begin>,
        &default_ledger_scope_begin);
   pick(s.ledger_scope_end, scopes, &forward<&T::ledger_scope_end>, &default_ledger_scope_end);
+  // ABI 1.2 peer copies: no default to call, copy_peer takes another path when they are null.
+  pick(s.copy_peer_async, t.copy_peer_async != nullptr, &forward<&T::copy_peer_async>, nullptr);
+  const bool pinned = t.host_alloc_pinned != nullptr && t.host_free_pinned != nullptr;
+  pick(s.host_alloc_pinned, pinned, &forward<&T::host_alloc_pinned>, nullptr);
+  pick(s.host_free_pinned, pinned, &forward<&T::host_free_pinned>, nullptr);
   return s;
 }
 

@@ -93,6 +93,14 @@ struct OptionalSlots {
   gpuplug_status_t (*ledger_scope_begin)(const PluginBackend&, std::uint64_t*);
   gpuplug_status_t (*ledger_scope_end)(const PluginBackend&, std::uint64_t, std::uint64_t*,
                                        std::int64_t*);
+
+  // ABI 1.2 peer copies. nullptr copy_peer_async: the plugin has no peer copy of its own
+  // (copy_peer stages through host memory); nullptr pinned slots (they come as a pair): copy_peer
+  // stages through pageable memory.
+  gpuplug_status_t (*copy_peer_async)(const PluginBackend&, std::uint64_t, gpuplug_instance_t,
+                                      std::uint64_t, std::uint64_t, std::uint64_t);
+  gpuplug_status_t (*host_alloc_pinned)(const PluginBackend&, std::uint64_t, void**);
+  gpuplug_status_t (*host_free_pinned)(const PluginBackend&, void*);
 };
 
 /// Thunks for the slots `table` fills, the defaults of abi.h for those it leaves null.

@@ -205,6 +205,14 @@ class Trace final : public LayerBase {
       e.b = arg(I2{});
       e.stream = arg(I3{});
       e.on_stream = true;
+    } else if constexpr (same_slot<Slot, &P::copy_peer_async>) {
+      e.a = arg(I0{});  // the destination; the source is another backend's
+      e.b = std::get<3>(std::tuple<A...>(args...));
+      e.stream = std::get<4>(std::tuple<A...>(args...));
+      e.on_stream = true;
+    } else if constexpr (same_slot<Slot, &P::host_alloc_pinned>) {
+      e.b = arg(I0{});
+      e.a = status == GPUPLUG_STATUS_SUCCESS ? reinterpret_cast<std::uintptr_t>(*arg(I1{})) : 0;
     } else if constexpr (same_slot<Slot, &P::memset_d8>) {
       e.a = arg(I0{});
       e.b = arg(I2{});

@@ -167,6 +167,14 @@ class ValidateLayer final : public LayerBase {
     if (auto why = check_stream(stream); !why.empty()) return refuse(why);
     return call_next<&gpuplug_plugin_v1::copy_d2d_async>(dst, src, bytes, stream);
   }
+  // The destination side only: the source is another backend's, and its own layers never see
+  // this call (abi.h: copy_peer_async).
+  gpuplug_status_t copy_peer_async(std::uint64_t dst, gpuplug_instance_t src_inst,
+                                   std::uint64_t src, std::uint64_t bytes, std::uint64_t stream) {
+    if (auto why = memory_.check_range(dst, bytes, ""); !why.empty()) return refuse(why);
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::copy_peer_async>(dst, src_inst, src, bytes, stream);
+  }
   gpuplug_status_t memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
                              std::uint64_t stream) {
     if (auto why = memory_.check_range(dst, bytes, ""); !why.empty()) return refuse(why);
@@ -412,6 +420,7 @@ gpuplug_plugin_v1 make_table() noexcept {
   GPUPLUG_VALIDATE_SLOT(copy_d2h_async)
   GPUPLUG_VALIDATE_SLOT(copy_d2d_async)
   GPUPLUG_VALIDATE_SLOT(memset_d8)
+  GPUPLUG_VALIDATE_SLOT(copy_peer_async)
   GPUPLUG_VALIDATE_SLOT(sweep_unreleased)
   GPUPLUG_VALIDATE_SLOT(stream_create)
   GPUPLUG_VALIDATE_SLOT(stream_destroy)

@@ -19,7 +19,7 @@
  *    uses the stated default.
  *  - Slots appended after the first release are all optional: load_module_file
  *    (appended within 1.0), the events and inspect_module of ABI 1.1, then the
- *    memory snapshot slots of ABI 1.2. A
+ *    memory snapshot and peer copy slots of ABI 1.2. A
  *    plugin built before them publishes a struct_size that ends before them
  *    (GPUPLUG_PLUGIN_V1_MIN_SIZE, GPUPLUG_PLUGIN_V1_0_SIZE, GPUPLUG_PLUGIN_V1_1_SIZE); the host reads them
  *    as null and uses their defaults. Fields appended to gpuplug_device_info_t
@@ -333,6 +333,31 @@ typedef struct gpuplug_plugin_v1 {
    * UNSUPPORTED. */
   gpuplug_status_t (*ledger_scope_end)(gpuplug_instance_t inst, uint64_t scope, uint64_t* peak_bytes,
                                        int64_t* net_bytes);
+
+  /* ---- ABI 1.2: peer copies (issue 19). All optional; docs/interop.md. */
+  /* Queues a copy of `bytes` from `src` on instance `src_inst` to `dst` on `dst_inst` on
+   * dst_inst's `stream` (0: its default stream): the vendor's own peer copy (cuMemcpyPeerAsync,
+   * hipMemcpyPeerAsync; host: memcpy). Both instances are this plugin's, made by its create:
+   * `dst_inst` is the one the slot is called on (a layer's, when layers are stacked), `src_inst`
+   * always the plugin's own (layers pass it through unchanged). Both ranges are checked against
+   * their instance's memory (INVALID_ARGUMENT naming the side). The copy is ordered after the
+   * work queued on `stream`; work queued on `stream` after it waits for it. The core has waited
+   * for the source's queued work before the call; nothing writes `src` until `stream` has done
+   * the copy (the application's promise, docs/interop.md). (optional) null, or UNSUPPORTED from the call (a driver without the entry
+   * point): the core stages the copy through host memory. */
+  gpuplug_status_t (*copy_peer_async)(gpuplug_instance_t dst_inst, uint64_t dst,
+                                      gpuplug_instance_t src_inst, uint64_t src, uint64_t bytes,
+                                      uint64_t stream);
+  /* Page-locked host memory of `bytes` (> 0) that every instance of this plugin copies from and
+   * to at full speed (cuMemHostAlloc with CU_MEMHOSTALLOC_PORTABLE, hipHostMalloc; host: aligned
+   * memory); *out is not on the ledger. Freed with host_free_pinned of the same instance, which
+   * the core calls before destroying it. OUT_OF_MEMORY when none is left. (optional, as a pair
+   * with host_free_pinned) null, or UNSUPPORTED from the call: the core stages through
+   * pageable memory. */
+  gpuplug_status_t (*host_alloc_pinned)(gpuplug_instance_t inst, uint64_t bytes, void** out);
+  /* Frees what host_alloc_pinned of this instance returned; null is a no-op, any other pointer
+   * INVALID_ARGUMENT. */
+  gpuplug_status_t (*host_free_pinned)(gpuplug_instance_t inst, void* ptr);
 } gpuplug_plugin_v1;
 
 /* The smallest table a v1 host accepts: everything up to and including sweep_unreleased (the
@@ -345,7 +370,7 @@ typedef struct gpuplug_plugin_v1 {
 /* The table of ABI 1.1: what a 1.2 plugin answers to a host that speaks 1.1. */
 #define GPUPLUG_PLUGIN_V1_1_SIZE (offsetof(gpuplug_plugin_v1, inspect_module) + sizeof(void*))
 /* The table of ABI 1.2. */
-#define GPUPLUG_PLUGIN_V1_2_SIZE (offsetof(gpuplug_plugin_v1, ledger_scope_end) + sizeof(void*))
+#define GPUPLUG_PLUGIN_V1_2_SIZE (offsetof(gpuplug_plugin_v1, host_free_pinned) + sizeof(void*))
 
 /* The entry point every plugin exports (extern "C", default visibility). */
 typedef const gpuplug_plugin_v1* (*gpuplug_plugin_entry_fn)(uint32_t host_abi_version);

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <limits>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -35,6 +36,12 @@ std::string owner_name(const DeviceConfig& config) {
 
 }  // namespace
 
+/// The pinned host memory a device handed out and has not taken back.
+struct Device::PinnedSet {
+  std::mutex mutex;
+  std::set<void*> live;
+};
+
 Device::Device(const DeviceConfig& config)
     : config_(config),
       ledger_(std::make_unique<AllocationLedger>(
@@ -43,7 +50,8 @@ Device::Device(const DeviceConfig& config)
           config.memory_history)),
       modules_(std::make_unique<ModuleRegistry>(*this, config.module_search_path)),
       events_(std::make_unique<EventSet>()),
-      errors_(std::make_unique<ErrorSlots>()) {}
+      errors_(std::make_unique<ErrorSlots>()),
+      pinned_(std::make_unique<PinnedSet>()) {}
 
 Device::~Device() = default;
 
@@ -105,6 +113,41 @@ float Device::vendor_event_elapsed_ms(std::uint64_t, std::uint64_t) {
   events_unsupported(config_, "event_elapsed_ms");
 }
 
+void Device::vendor_copy_peer_async(std::uint64_t, Device&, std::uint64_t, std::uint64_t,
+                                    std::uint64_t) {
+  fail(GPUPLUG_STATUS_UNSUPPORTED,
+       "copy_peer_async: peer copies are not supported by " + owner_name(config_));
+}
+void* Device::vendor_host_alloc_pinned(std::uint64_t) {
+  fail(GPUPLUG_STATUS_UNSUPPORTED,
+       "host_alloc_pinned: pinned host memory is not supported by " + owner_name(config_));
+}
+void Device::vendor_host_free_pinned(void*) noexcept {}
+
+void* Device::alloc_pinned(std::uint64_t bytes) {
+  void* p = vendor_host_alloc_pinned(bytes);
+  if (p == nullptr) fail(GPUPLUG_STATUS_DEVICE_ERROR, "the vendor's pinned allocation returned null");
+  try {
+    std::lock_guard lock(pinned_->mutex);
+    pinned_->live.insert(p);
+  } catch (...) {
+    vendor_host_free_pinned(p);
+    throw;
+  }
+  return p;
+}
+
+void Device::free_pinned(void* p) {
+  {
+    std::lock_guard lock(pinned_->mutex);
+    if (pinned_->live.erase(p) == 0)
+      fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+           "host_free_pinned: " + support::hex(reinterpret_cast<std::uintptr_t>(p)) +
+               " is not pinned memory of " + owner_name(config_));
+  }
+  vendor_host_free_pinned(p);
+}
+
 VendorModule Device::vendor_load_module_file(std::string_view name,
                                              std::span<const std::byte> image,
                                              const support::RegularFile& /*file*/) {
@@ -123,6 +166,17 @@ void Device::shutdown() noexcept {
   sweep_allocations();
   streams_.destroy_all(*this);
   events_->destroy_all(*this);
+  // Pinned memory not given back (the core frees its own before it destroys a backend).
+  std::lock_guard lock(pinned_->mutex);
+  if (!pinned_->live.empty()) {
+    try {
+      log(GPUPLUG_LOG_WARNING, "shutdown: freeing " + std::to_string(pinned_->live.size()) +
+                                   " pinned host buffers not freed");
+    } catch (...) {
+    }
+  }
+  for (void* p : pinned_->live) vendor_host_free_pinned(p);
+  pinned_->live.clear();
 }
 
 void Device::synchronize_or_warn(const char* op) noexcept {

@@ -511,6 +511,44 @@ gpuplug_status_t slot_sweep_unreleased(gpuplug_instance_t inst,
   });
 }
 
+// ABI 1.2 peer copies (only a 1.2 table of a plugin that declares peer_copies points to them).
+[[maybe_unused]] gpuplug_status_t slot_copy_peer_async(gpuplug_instance_t inst, std::uint64_t dst,
+                                                       gpuplug_instance_t src_inst,
+                                                       std::uint64_t src, std::uint64_t bytes,
+                                                       std::uint64_t stream) noexcept {
+  return guarded(inst, "copy_peer_async", [&](Device& d) {
+    // The core passes only instances of this plugin (abi.h), so src_inst is a Device too.
+    GPUPLUG_EXPECTS(src_inst != nullptr, GPUPLUG_STATUS_INVALID_ARGUMENT,
+                    "copy_peer_async: the source instance is null");
+    if (bytes == 0) return;
+    d.streams().check("copy_peer_async", stream);
+    d.check_range("copy_peer_async", "destination", dst, bytes, true);
+    Device& source = as_device(src_inst);
+    source.check_range("copy_peer_async", "source", src, bytes, false);
+    d.vendor_copy_peer_async(dst, source, src, bytes, stream);
+  });
+}
+
+[[maybe_unused]] gpuplug_status_t slot_host_alloc_pinned(gpuplug_instance_t inst,
+                                                         std::uint64_t bytes,
+                                                         void** out) noexcept {
+  return guarded(inst, "host_alloc_pinned", [&](Device& d) {
+    GPUPLUG_EXPECTS(out != nullptr, GPUPLUG_STATUS_INVALID_ARGUMENT,
+                    "host_alloc_pinned: out is null");
+    *out = nullptr;
+    GPUPLUG_EXPECTS(bytes != 0, GPUPLUG_STATUS_INVALID_ARGUMENT,
+                    "host_alloc_pinned: bytes is 0");
+    *out = d.alloc_pinned(bytes);
+  });
+}
+
+[[maybe_unused]] gpuplug_status_t slot_host_free_pinned(gpuplug_instance_t inst,
+                                                        void* ptr) noexcept {
+  return guarded(inst, "host_free_pinned", [&](Device& d) {
+    if (ptr != nullptr) d.free_pinned(ptr);
+  });
+}
+
 // ---- plugin-level helpers ----------------------------------------------------------------------
 
 }  // namespace
@@ -633,6 +671,14 @@ void fill_instance_slots(gpuplug_plugin_v1& t) noexcept {
   t.ledger_reset_peak = &slot_ledger_reset_peak;
   t.ledger_scope_begin = &slot_ledger_scope_begin;
   t.ledger_scope_end = &slot_ledger_scope_end;
+#endif
+}
+
+void fill_peer_slots([[maybe_unused]] gpuplug_plugin_v1& t) noexcept {
+#if GPUPLUG_ABI_VERSION_MINOR >= 2
+  t.copy_peer_async = &slot_copy_peer_async;
+  t.host_alloc_pinned = &slot_host_alloc_pinned;
+  t.host_free_pinned = &slot_host_free_pinned;
 #endif
 }
 

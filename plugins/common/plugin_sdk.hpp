@@ -272,6 +272,20 @@ class Device {
   virtual void vendor_launch(std::uint64_t function, gpuplug_dim3_t grid, gpuplug_dim3_t block,
                              std::uint32_t shared_bytes, std::uint64_t stream, void** params) = 0;
 
+  // ---- vendor hooks: peer copies and pinned host memory (ABI 1.2). The SDK fills the three
+  // slots only for a plugin whose description struct declares `static constexpr bool
+  // peer_copies = true;` (a null slot is the ABI's default: copy_peer stages through pageable
+  // host memory); the defaults here fail UNSUPPORTED.
+  /// Queues the copy of `bytes` from `src` on `source` (another device of this plugin: the SDK
+  /// has checked its range, and this device's range and `stream`) to `dst` on `stream`.
+  virtual void vendor_copy_peer_async(std::uint64_t dst, Device& source, std::uint64_t src,
+                                      std::uint64_t bytes, std::uint64_t stream);
+  /// Page-locked host memory every device of this plugin copies from and to (bytes > 0);
+  /// Failure(OUT_OF_MEMORY) when none is left.
+  virtual void* vendor_host_alloc_pinned(std::uint64_t bytes);
+  /// Frees what vendor_host_alloc_pinned returned (the SDK knows it did).
+  virtual void vendor_host_free_pinned(void* p) noexcept;
+
   // ---- provided by the SDK (device.cpp): what the table's slots do around the vendor hooks.
   // A vendor has no need to call them; they are safe to call (the bookkeeping is theirs).
   /// alloc / alloc_managed: reserves, calls the vendor, records. A zero-byte request still gets
@@ -281,6 +295,11 @@ class Device {
   void release(std::uint64_t ptr);
   /// memory_info: the vendor's figures, capped by device_memory_limit when one is set.
   void memory_info(std::uint64_t& free_bytes, std::uint64_t& total_bytes);
+  /// host_alloc_pinned / host_free_pinned: the vendor's memory, kept in a per-device set so that
+  /// a pointer this device did not return is refused (INVALID_ARGUMENT) and shutdown frees what
+  /// is left (warning).
+  void* alloc_pinned(std::uint64_t bytes);
+  void free_pinned(void* p);
   /// Refuses a null `ptr`, a range that wraps, an overrun of the live allocation `ptr` lies in,
   /// and a range that is not memory of this device (asking the ledger, then the registry's
   /// globals, then vendor_owns_range), or read-only memory when `write`. Failure(INVALID_ARGUMENT)
@@ -306,6 +325,8 @@ class Device {
   std::unique_ptr<EventSet> events_;
   struct ErrorSlots;
   std::unique_ptr<ErrorSlots> errors_;
+  struct PinnedSet;
+  std::unique_ptr<PinnedSet> pinned_;
   bool shut_down_ = false;
 };
 
@@ -379,8 +400,15 @@ constexpr auto inspect_hook_of() noexcept
 /// `<folder of the plugin .so>/../kernels/<plugin_name>`, found with dladdr (options.cpp); empty
 /// when the SDK cannot find its own file.
 std::filesystem::path default_modules_dir(const char* plugin_name);
-/// Fills every slot that takes an instance (no per-plugin state: the instance is a Device).
+/// Fills every slot that takes an instance (no per-plugin state: the instance is a Device),
+/// except the peer copy slots.
 void fill_instance_slots(gpuplug_plugin_v1& table) noexcept;
+/// Fills copy_peer_async, host_alloc_pinned and host_free_pinned (ABI 1.2; a no-op against an
+/// older header): for a plugin that declares peer_copies (has_peer_copies).
+void fill_peer_slots(gpuplug_plugin_v1& table) noexcept;
+/// Whether P declares `static constexpr bool peer_copies = true;`.
+template <class P>
+inline constexpr bool has_peer_copies = requires { requires P::peer_copies; };
 /// The size of the ABI 1.0 table in the header this SDK is compiled against: the macro of the
 /// 1.1 header, the 1.0 header's own sizeof (which has no such macro).
 #if GPUPLUG_ABI_VERSION_MINOR >= 1
@@ -436,6 +464,7 @@ gpuplug_plugin_v1 make_table() noexcept {
     return create_with(hooks_of<P>, ordinal, options, count, services, out, error, error_size);
   };
   fill_instance_slots(t);
+  if constexpr (has_peer_copies<P>) fill_peer_slots(t);
 #if GPUPLUG_ABI_VERSION_MINOR >= 1
   if constexpr (has_inspect_hook<P>) {
     t.inspect_module = [](std::uint32_t ordinal, const void* image, std::uint64_t size,

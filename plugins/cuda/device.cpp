@@ -290,6 +290,39 @@ void CudaDevice::vendor_copy_d2d_async(std::uint64_t dst, std::uint64_t src, std
   check(api_.memcpy_dtod_async(dst, src, bytes, as_stream(stream)), "cuMemcpyDtoDAsync");
 }
 
+void CudaDevice::vendor_copy_peer_async(std::uint64_t dst, sdk::Device& source,
+                                        std::uint64_t src, std::uint64_t bytes,
+                                        std::uint64_t stream) {
+  if (api_.memcpy_peer_async == nullptr)
+    sdk::fail(GPUPLUG_STATUS_UNSUPPORTED,
+              "copy_peer_async: the CUDA driver lacks cuMemcpyPeerAsync");
+  // The core passes only devices of this plugin (abi.h): the source is a CudaDevice.
+  const CUcontext src_context = static_cast<const CudaDevice&>(source).context_;
+  const ContextScope current = make_current();
+  check(api_.memcpy_peer_async(dst, context_, src, src_context, bytes, as_stream(stream)),
+        "cuMemcpyPeerAsync");
+}
+
+void* CudaDevice::vendor_host_alloc_pinned(std::uint64_t bytes) {
+  if (api_.mem_host_alloc == nullptr || api_.mem_free_host == nullptr)
+    sdk::fail(GPUPLUG_STATUS_UNSUPPORTED,
+              "host_alloc_pinned: the CUDA driver lacks cuMemHostAlloc or cuMemFreeHost");
+  const ContextScope current = make_current();
+  void* p = nullptr;
+  // Portable: the staging memory of a copy between two devices is used by both contexts.
+  check(api_.mem_host_alloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc");
+  return p;
+}
+
+void CudaDevice::vendor_host_free_pinned(void* p) noexcept {
+  if (api_.mem_free_host == nullptr) return;
+  try {
+    const ContextScope current = make_current();
+    api_.mem_free_host(p);
+  } catch (...) {  // the context could not be made current: the memory stays (it is the process's)
+  }
+}
+
 void CudaDevice::vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
                                   std::uint64_t stream) {
   const ContextScope current = make_current();

@@ -81,7 +81,10 @@ namespace gpuplug::cuda {
   X(event_synchronize, cuEventSynchronize)                  \
   X(event_query, cuEventQuery)                              \
   X(event_elapsed_time, cuEventElapsedTime)                 \
-  X(stream_wait_event, cuStreamWaitEvent)
+  X(stream_wait_event, cuStreamWaitEvent)                   \
+  X(memcpy_peer_async, cuMemcpyPeerAsync)                   \
+  X(mem_host_alloc, cuMemHostAlloc)                         \
+  X(mem_free_host, cuMemFreeHost)
 
 /// The loaded driver: why it is (un)usable and its entry points.
 ///

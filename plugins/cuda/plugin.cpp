@@ -21,6 +21,8 @@ struct CudaPlugin {
   static constexpr const char* vendor = "NVIDIA";
   static constexpr const char* version = GPUPLUG_VERSION_STRING;
   static constexpr std::array<std::string_view, 0> extra_options{};  // the common ones only
+  /// copy_peer_async (cuMemcpyPeerAsync) and pinned memory (cuMemHostAlloc), ABI 1.2.
+  static constexpr bool peer_copies = true;
 
   static void probe(gpuplug_probe_result_t& out) {
     const DriverApi& api = driver();

@@ -307,6 +307,34 @@ void HipDevice::vendor_copy_d2d_async(std::uint64_t dst, std::uint64_t src, std:
         "hipMemcpyAsync(device to device)");
 }
 
+void HipDevice::vendor_copy_peer_async(std::uint64_t dst, sdk::Device& source, std::uint64_t src,
+                                       std::uint64_t bytes, std::uint64_t stream) {
+  if (hip_.memcpy_peer_async == nullptr)
+    sdk::fail(GPUPLUG_STATUS_UNSUPPORTED,
+              "copy_peer_async: the HIP runtime lacks hipMemcpyPeerAsync");
+  // The core passes only devices of this plugin (abi.h): the source is a HipDevice.
+  const int src_device = static_cast<const HipDevice&>(source).ordinal_;
+  make_current();
+  check(hip_.memcpy_peer_async(as_ptr(dst), ordinal_, as_ptr(src), src_device, bytes,
+                               as_stream(stream)),
+        "hipMemcpyPeerAsync");
+}
+
+void* HipDevice::vendor_host_alloc_pinned(std::uint64_t bytes) {
+  if (hip_.host_malloc == nullptr || hip_.host_free == nullptr)
+    sdk::fail(GPUPLUG_STATUS_UNSUPPORTED,
+              "host_alloc_pinned: the HIP runtime lacks hipHostMalloc or hipHostFree");
+  make_current();
+  void* p = nullptr;
+  // Portable: the staging memory of a copy between two devices is used by both.
+  check(hip_.host_malloc(&p, bytes, hipHostMallocPortable), "hipHostMalloc");
+  return p;
+}
+
+void HipDevice::vendor_host_free_pinned(void* p) noexcept {
+  if (hip_.host_free != nullptr) static_cast<void>(hip_.host_free(p));  // nothing to report to
+}
+
 void HipDevice::vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
                                  std::uint64_t stream) {
   make_current();

@@ -57,6 +57,13 @@ class HipDevice final : public sdk::Device {
                              std::uint64_t stream) override;
   void vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
                         std::uint64_t stream) override;
+  // peer copies (ABI 1.2): hipMemcpyPeerAsync between two devices' memory, and hipHostMalloc'd
+  // portable staging memory. UNSUPPORTED naming the entry point when the runtime lacks it (the
+  // core then stages through pageable memory).
+  void vendor_copy_peer_async(std::uint64_t dst, sdk::Device& source, std::uint64_t src,
+                              std::uint64_t bytes, std::uint64_t stream) override;
+  void* vendor_host_alloc_pinned(std::uint64_t bytes) override;
+  void vendor_host_free_pinned(void* p) noexcept override;
 
   // streams
   std::uint64_t vendor_stream_create() override;

@@ -117,6 +117,7 @@ void load(DriverApi& api) {
 #define GPUPLUG_HIP_RESOLVE_OPTIONAL(member, symbol) \
   api.member = reinterpret_cast<decltype(api.member)>(dlsym(library, #symbol));
   GPUPLUG_HIP_OPTIONAL_ENTRY_POINTS(GPUPLUG_HIP_RESOLVE_OPTIONAL)
+  GPUPLUG_HIP_RESOLVE_OPTIONAL(host_malloc, hipHostMalloc)
 #undef GPUPLUG_HIP_RESOLVE_OPTIONAL
   if (!missing.empty()) {
     set_message(api, GPUPLUG_PROBE_DRIVER_TOO_OLD,

@@ -66,13 +66,17 @@ namespace gpuplug::hip {
   X(event_synchronize, hipEventSynchronize)       \
   X(event_query, hipEventQuery)                   \
   X(event_elapsed_time, hipEventElapsedTime)      \
-  X(stream_wait_event, hipStreamWaitEvent)
+  X(stream_wait_event, hipStreamWaitEvent)       \
+  X(memcpy_peer_async, hipMemcpyPeerAsync)        \
+  X(host_free, hipHostFree)
 
 // hipMalloc and hipMallocManaged are overloaded in C++ (template helpers in the header), so their
 // C signatures are spelled out; the static_cast checks them against the header's declaration.
 using MallocFn = decltype(static_cast<hipError_t (*)(void**, size_t)>(&::hipMalloc));
 using MallocManagedFn =
     decltype(static_cast<hipError_t (*)(void**, size_t, unsigned int)>(&::hipMallocManaged));
+using HostMallocFn =
+    decltype(static_cast<hipError_t (*)(void**, size_t, unsigned int)>(&::hipHostMalloc));
 
 /// The loaded runtime: why it is (un)usable and its entry points.
 ///
@@ -98,6 +102,7 @@ struct DriverApi {
 #undef GPUPLUG_HIP_MEMBER
   MallocFn malloc = nullptr;
   MallocManagedFn malloc_managed = nullptr;
+  HostMallocFn host_malloc = nullptr;  // optional, with host_free (pinned staging, ABI 1.2)
 
   bool available() const noexcept { return reason == GPUPLUG_PROBE_AVAILABLE; }
   /// The first event entry point (ABI 1.1 events) the runtime lacks; nullptr: it has them all.

@@ -189,6 +189,28 @@ void HostDevice::vendor_copy_d2d_async(std::uint64_t dst, std::uint64_t src, std
   executor_.copy(stream, as_ptr(dst), as_ptr(src), as_size(bytes));
 }
 
+void HostDevice::vendor_copy_peer_async(std::uint64_t dst, sdk::Device& /*source*/,
+                                        std::uint64_t src, std::uint64_t bytes,
+                                        std::uint64_t stream) {
+  // The source is another host device: its memory is this process's, readable from here.
+  executor_.copy(stream, as_ptr(dst), as_ptr(src), as_size(bytes));
+}
+
+void* HostDevice::vendor_host_alloc_pinned(std::uint64_t bytes) {
+  // Page-aligned, the alignment a GPU runtime's pinned memory has; a CPU needs no locking.
+  constexpr std::size_t page = 4096;
+  if (bytes > std::numeric_limits<std::size_t>::max() - page)
+    sdk::fail(GPUPLUG_STATUS_OUT_OF_MEMORY, "host_alloc_pinned: " + std::to_string(bytes) +
+                                                " bytes is more than the address space");
+  void* p = std::aligned_alloc(page, (as_size(bytes) + page - 1) / page * page);
+  if (p == nullptr)
+    sdk::fail(GPUPLUG_STATUS_OUT_OF_MEMORY,
+              "host_alloc_pinned: no host memory for " + std::to_string(bytes) + " bytes");
+  return p;
+}
+
+void HostDevice::vendor_host_free_pinned(void* p) noexcept { std::free(p); }
+
 void HostDevice::vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
                                   std::uint64_t stream) {
   executor_.fill(stream, as_ptr(dst), value, as_size(bytes));

@@ -90,6 +90,12 @@ class HostDevice final : public sdk::Device {
                              std::uint64_t stream) override;
   void vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
                         std::uint64_t stream) override;
+  // Peer copies (ABI 1.2): a copy on this device's executor from another host device's memory
+  // (plain host memory too); "pinned" memory is page-aligned host memory.
+  void vendor_copy_peer_async(std::uint64_t dst, sdk::Device& source, std::uint64_t src,
+                              std::uint64_t bytes, std::uint64_t stream) override;
+  void* vendor_host_alloc_pinned(std::uint64_t bytes) override;
+  void vendor_host_free_pinned(void* p) noexcept override;
 
   std::uint64_t vendor_stream_create() override;
   void vendor_stream_destroy(std::uint64_t stream) override;

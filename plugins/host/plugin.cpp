@@ -22,6 +22,8 @@ struct HostPlugin {
   static constexpr const char* version = GPUPLUG_VERSION_STRING;
   /// "threads": worker threads of an instance (default: the CPUs this process may run on).
   static constexpr std::array<std::string_view, 1> extra_options{"threads"};
+  /// copy_peer_async and pinned memory (ABI 1.2): every host device's memory is the process's.
+  static constexpr bool peer_copies = true;
 
   static void probe(gpuplug_probe_result_t& out) {
     sdk::fill_probe(out, GPUPLUG_PROBE_AVAILABLE, 1,

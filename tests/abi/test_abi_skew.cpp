@@ -155,6 +155,8 @@ BOOST_AUTO_TEST_CASE(a_1_1_host_gets_the_1_1_table) {
   // Nothing of 1.2 is there even for a host that reads past struct_size.
   BOOST_TEST(t->ledger_snapshot == nullptr);
   BOOST_TEST(t->ledger_scope_end == nullptr);
+  BOOST_TEST(t->copy_peer_async == nullptr);
+  BOOST_TEST(t->host_free_pinned == nullptr);
   BOOST_TEST(entry(GPUPLUG_MAKE_VERSION(1, 1)) == t);
 }
 
@@ -167,6 +169,9 @@ BOOST_AUTO_TEST_CASE(later_1_x_hosts_get_1_2) {
     BOOST_TEST(t->abi_version == GPUPLUG_MAKE_VERSION(1, 2));
     BOOST_TEST(t->struct_size == GPUPLUG_PLUGIN_V1_2_SIZE);
     BOOST_TEST(t->ledger_snapshot != nullptr);
+    BOOST_TEST(t->copy_peer_async != nullptr);
+    BOOST_TEST(t->host_alloc_pinned != nullptr);
+    BOOST_TEST(t->host_free_pinned != nullptr);
   }
 }
 

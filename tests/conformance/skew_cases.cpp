@@ -124,6 +124,9 @@ const std::vector<Slot>& slots() {
       GPUPLUG_SKEW_SLOT(ledger_reset_peak),
       GPUPLUG_SKEW_SLOT(ledger_scope_begin),
       GPUPLUG_SKEW_SLOT(ledger_scope_end),
+      GPUPLUG_SKEW_SLOT(copy_peer_async),
+      GPUPLUG_SKEW_SLOT(host_alloc_pinned),
+      GPUPLUG_SKEW_SLOT(host_free_pinned),
   };
   return all;
 }

@@ -14,6 +14,7 @@
 // test can see the parameters arrive; any other launch only checks its configuration. Built with
 // -DGPUPLUG_FAKE_HIP_TOO_OLD it lacks hipModuleGetGlobal, like a runtime too old for the plugin;
 // with -DGPUPLUG_FAKE_HIP_NO_EVENTS it lacks the event entry points (the plugin must still load).
+// hipMemcpyPeerAsync and hipHostMalloc/hipHostFree count their calls for the peer copy tests.
 // Events: work completes when it is queued here, so a recorded event is complete at once; its
 // time is the steady clock at hipEventRecord. Events, like streams, belong to the device current
 // when they were made, and a destroyed or unknown event is hipErrorInvalidHandle.
@@ -70,6 +71,9 @@ struct State {
   std::size_t event_calls = 0;  // every hipEvent* / hipStreamWaitEvent call (for the tests)
   std::set<Module*> modules;
   std::size_t live[kDevices] = {};
+  std::size_t peer_copies = 0;  // hipMemcpyPeerAsync calls that copied (for the tests)
+  std::set<void*> pinned;       // hipHostMalloc'd memory not yet freed
+  std::size_t pinned_allocs = 0;
 };
 State& state() {
   static State* s = new State;
@@ -254,6 +258,43 @@ hipError_t hipMemcpyAsync(void* dst, const void* src, size_t bytes, hipMemcpyKin
 hipError_t hipMemcpy(void* dst, const void* src, size_t bytes, hipMemcpyKind kind) {
   return hipMemcpyAsync(dst, src, bytes, kind, nullptr);
 }
+// Peer copies: each range must lie in an allocation of the device named for it, and the stream
+// must be the current device's (as for every stream argument here).
+hipError_t hipMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device,
+                              size_t bytes, hipStream_t stream) {
+  std::lock_guard lock(state().mutex);
+  if (!stream_ok(stream)) return hipErrorInvalidHandle;
+  const auto* d = allocation_of(dst);
+  const auto* s = allocation_of(src);
+  const auto inside = [](const auto* a, const void* p, std::size_t n) {
+    return static_cast<const char*>(p) + n <= static_cast<const char*>(a->first) + a->second.bytes;
+  };
+  if (d == nullptr || s == nullptr || d->second.device != dst_device ||
+      s->second.device != src_device || !inside(d, dst, bytes) || !inside(s, src, bytes))
+    return hipErrorInvalidValue;
+  std::memmove(dst, src, bytes);
+  ++state().peer_copies;
+  return hipSuccess;
+}
+
+// Pinned host memory: plain host memory, remembered so that hipHostFree refuses anything else.
+hipError_t hipHostMalloc(void** ptr, size_t size, unsigned int flags) {
+  if (ptr == nullptr || size == 0 || (flags & ~0xFu) != 0) return hipErrorInvalidValue;
+  std::lock_guard lock(state().mutex);
+  *ptr = std::malloc(size);
+  if (*ptr == nullptr) return hipErrorOutOfMemory;
+  state().pinned.insert(*ptr);
+  ++state().pinned_allocs;
+  return hipSuccess;
+}
+hipError_t hipHostFree(void* ptr) {
+  if (ptr == nullptr) return hipSuccess;
+  std::lock_guard lock(state().mutex);
+  if (state().pinned.erase(ptr) == 0) return hipErrorInvalidValue;
+  std::free(ptr);
+  return hipSuccess;
+}
+
 hipError_t hipMemsetD8Async(hipDeviceptr_t dst, unsigned char value, size_t count,
                             hipStream_t stream) {
   std::lock_guard lock(state().mutex);
@@ -437,4 +478,18 @@ hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gx, unsigned int 
     for (std::uint32_t i = 0; i < n; ++i) y[i] = a * x[i] + y[i];
   }
   return hipSuccess;
+}
+
+// For the tests (dlsym): peer copies made, pinned buffers ever allocated and still live.
+extern "C" __attribute__((visibility("default"))) std::size_t gpuplug_fake_hip_peer_copies() {
+  std::lock_guard lock(state().mutex);
+  return state().peer_copies;
+}
+extern "C" __attribute__((visibility("default"))) std::size_t gpuplug_fake_hip_pinned_allocs() {
+  std::lock_guard lock(state().mutex);
+  return state().pinned_allocs;
+}
+extern "C" __attribute__((visibility("default"))) std::size_t gpuplug_fake_hip_pinned_live() {
+  std::lock_guard lock(state().mutex);
+  return state().pinned.size();
 }
