@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -369,6 +370,46 @@ BOOST_AUTO_TEST_CASE(inspect_module_asks_the_driver_for_the_compute_capability) 
   BOOST_TEST(contains(out->symbols, "gemm_f32_n_tile=64"), out->symbols);
   const std::string mode = std::getenv("GPUPLUG_FAKE_CUDA") ? std::getenv("GPUPLUG_FAKE_CUDA") : "";
   if (mode == "device") BOOST_TEST(std::string(out->target) == "sm_90 (SASS)");
+}
+
+// Native handles (issue 19) through the core wherever a device is (a GPU, or the fake driver's
+// "device" mode, which has no memory of its own: every import is refused there, as host memory is
+// on a GPU). The context is the retained primary context: the same for every backend of the
+// device.
+BOOST_AUTO_TEST_CASE(native_handles_are_the_primary_context_and_cu_streams) {
+  if (probe().reason != GPUPLUG_PROBE_AVAILABLE) {
+    BOOST_TEST_MESSAGE("skipped: no CUDA device (" << probe().message << ")");
+    return;
+  }
+  gpuplug::PluginRegistry registry;
+  registry.add_plugin_file(plugin_under_test());
+  auto gpu = registry.create("cuda:0!");
+  auto again = registry.create("cuda:0!");
+  const gpuplug::NativeHandles h = gpu->native();
+  BOOST_TEST(h.vendor == "cuda");
+  BOOST_TEST(h.device == 0);
+  BOOST_TEST(h.context != nullptr);
+  BOOST_TEST(h.context == again->native().context);
+  BOOST_TEST(h.stream == nullptr);  // the legacy default stream
+  const auto refused = [&](const std::function<void()>& call, const std::string& why) {
+    try {
+      call();
+      BOOST_FAIL("accepted: " << why);
+    } catch (const gpuplug::Error& e) {
+      BOOST_TEST((e.status() == gpuplug::Status::invalid_argument), e.what());
+      BOOST_TEST(contains(e.what(), "cuda:0"), e.what());
+      BOOST_TEST(contains(e.what(), why), e.what());
+    }
+  };
+  std::vector<char> host(64);
+  int released = 0;
+  refused([&] { (void)gpu->import_memory(host.data(), host.size(), [&] { ++released; }); },
+          "is not memory the CUDA driver knows");
+  refused([&] { (void)gpu->import_stream(nullptr); }, "the native stream is null");
+  refused([&] { (void)gpu->native_pointer(gpuplug::DevicePtr{0x1000}); }, "native_pointer");
+  refused([&] { (void)gpu->native(gpuplug::Stream{0xBAD}); }, "unknown stream 2989");
+  gpu.reset();
+  BOOST_TEST(released == 0);  // a refused import keeps no callback
 }
 
 // Memory you can see (issue 18) through the core wherever a device is (a GPU, or the fake
