@@ -412,6 +412,44 @@ BOOST_AUTO_TEST_CASE(native_handles_are_the_primary_context_and_cu_streams) {
   BOOST_TEST(released == 0);  // a refused import keeps no callback
 }
 
+// On a GPU only (the fake driver has no memory): memory and a stream another party made on
+// cuda:0 are imported, used, and forgotten without being freed or destroyed.
+BOOST_AUTO_TEST_CASE(imports_of_driver_memory_and_streams, *needs_device()) {
+  gpuplug::PluginRegistry registry;
+  registry.add_plugin_file(plugin_under_test());
+  auto gpu = registry.create("cuda:0!");
+  auto owner = registry.create("cuda:0!");  // "someone else" (the same primary context)
+  constexpr std::size_t bytes = std::size_t{1} << 20;
+  const gpuplug::DevicePtr theirs = owner->alloc(bytes, "owner");
+  void* address = owner->native_pointer(theirs);
+  int released = 0;
+  const gpuplug::DevicePtr x = gpu->import_memory(address, bytes, [&] { ++released; }, "torch");
+  std::vector<std::uint8_t> in(bytes, 5), out(bytes, 0);
+  gpu->copy_h2d(x, in.data(), bytes);
+  owner->copy_d2h(out.data(), theirs, bytes);
+  BOOST_TEST(out == in);
+  BOOST_CHECK_THROW(gpu->copy_h2d(x + 1, in.data(), bytes), gpuplug::Error);
+  gpu->free(x);
+  BOOST_TEST(released == 1);
+  try {
+    (void)gpu->import_memory(address, bytes + 4096, {});
+    BOOST_FAIL("an import past the driver's allocation was accepted");
+  } catch (const gpuplug::Error& e) {
+    BOOST_TEST(contains(e.what(), "runs past the end of its CUDA allocation"), e.what());
+  }
+  const gpuplug::Stream s = owner->create_stream();
+  const gpuplug::Stream i = gpu->import_stream(owner->native(s).stream);
+  const gpuplug::DevicePtr mine = gpu->alloc(4096);
+  gpu->memset(mine, 7, 4096, i);
+  gpu->synchronize(i);
+  gpu->destroy_stream(i);
+  owner->memset(theirs, 1, 64, s);  // the owner's stream still works...
+  owner->synchronize(s);
+  owner->destroy_stream(s);         // ...and is its owner's to destroy
+  gpu->free(mine);
+  owner->free(theirs);
+}
+
 // Memory you can see (issue 18) through the core wherever a device is (a GPU, or the fake
 // driver's "device" mode, which allocates nothing: device_memory_limit refuses the request in
 // the shared ledger before the driver is asked).
