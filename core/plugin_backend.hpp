@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "import_callbacks.hpp"
 #include "layer_catalog.hpp"
 #include "plugin_table.hpp"
 
@@ -77,6 +78,12 @@ class PluginBackend final : public GpuBackend {
   std::string alloc_report(std::size_t top_n) override;
   LedgerStats sweep_unreleased() override;
   void reset_peak() override;
+  // Interop handles (plugin_backend_interop.cpp): the ABI 1.2 slots or their defaults.
+  NativeHandles native(Stream stream) override;
+  void* native_pointer(DevicePtr ptr) override;
+  DevicePtr import_memory(void* native, std::size_t bytes, std::function<void()> on_release,
+                          std::string_view site) override;
+  Stream import_stream(void* native_stream) override;
 
   // ---- ABI 1.2 peer copies (core/peer_copy.cpp, docs/interop.md) ----
   /// True when `src` comes from the same loaded plugin as this backend (the plugin's own
@@ -142,6 +149,10 @@ class PluginBackend final : public GpuBackend {
   // `managed`: for alloc_managed, else alloc.
   [[gnu::cold]] DevicePtr alloc_out_of_memory(std::size_t bytes, const char* site, bool managed);
   std::string c_name(std::string_view name, const char* op, const char* what) const;
+  /// Runs the on_release callbacks `imports_` still holds after the plugin forgot every range
+  /// (`when`: "sweep_unreleased", "destroy"), warning with their count. Never throws: a callback
+  /// that throws is logged.
+  void release_all_imports(const char* when) noexcept;
   /// Refuses the null event before the plugin sees it, naming `operation` and the role.
   void check_event(Event event, const char* operation, const char* role = "event") const;
 
@@ -167,6 +178,7 @@ class PluginBackend final : public GpuBackend {
   std::mutex pinned_mutex_;
   std::vector<std::pair<void*, std::size_t>> kept_pinned_;
   bool validates_ = false;
+  ImportCallbacks imports_;  // import_memory's on_release, run by free, sweep and destroy
 };
 
 }  // namespace gpuplug::detail
