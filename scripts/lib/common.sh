@@ -9,6 +9,7 @@ GPUPLUG_DEBIAN_PACKAGES=(
   cmake ninja-build g++ clang pkg-config file
   libboost-dev libboost-log-dev libboost-test-dev libboost-filesystem-dev
   libbenchmark-dev
+  libopenblas-dev  # examples/interop: the host backend's vendor BLAS beside gpuplug's GEMM
   python3 python3-jsonschema  # tool.list.schema validates `gpuplug list --json` against its schema
   libxml2-utils  # xmllint: tool.matrix validates `gpuplug check --junit` against tools/gpuplug/junit.xsd
   chromium  # tool.matrix.page renders `gpuplug matrix --html` in a real (headless) browser
