@@ -14,11 +14,7 @@ set(_why "")
 string(TOUPPER "${GPUPLUG_WITH_DLPACK}" _mode)
 if(NOT _mode STREQUAL "OFF")
   find_package(dlpack CONFIG QUIET)
-  # Export and import are built on GpuBackend::native, native_pointer and import_memory (issue
-  # 19's native handles); a tree without them leaves DLPack out.
-  if(NOT EXISTS ${PROJECT_SOURCE_DIR}/include/gpuplug/native.hpp)
-    set(_why "the native handles API (include/gpuplug/native.hpp) is not in this tree")
-  elseif(NOT dlpack_FOUND)
+  if(NOT dlpack_FOUND)
     set(_why "no dlpackConfig.cmake on CMAKE_PREFIX_PATH (scripts/test installs it into build/deps/dlpack)")
   else()
     get_target_property(_dlpack_include dlpack::dlpack INTERFACE_INCLUDE_DIRECTORIES)

@@ -11,7 +11,7 @@ set(GPUPLUG_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/gpuplug)
 # Public headers, listed (not globbed) so that a new header is a conscious API decision; the
 # same list drives tests/unit/headers (each compiled on its own).
 set(GPUPLUG_PUBLIC_HEADERS
-  abi.h backend.hpp config.hpp gpuplug.hpp kernel_args.h layer.h log.hpp memory.hpp op_cache.hpp peer.hpp
+  abi.h backend.hpp config.hpp gpuplug.hpp kernel_args.h layer.h log.hpp memory.hpp native.hpp op_cache.hpp peer.hpp
   registry.hpp teardown.hpp
   table_backend.hpp types.hpp version.hpp)
 if(GPUPLUG_BUILD_DLPACK)  # it includes <dlpack/dlpack.h>: only builds with DLPack install it

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The non-virtual parts of GpuBackend: loading a kernel module from a file, and the events a
-// backend without them reports as unsupported.
+// The non-virtual parts of GpuBackend: loading a kernel module from a file, and the events and
+// interop handles a backend without them reports as unsupported.
 #include <gpuplug/backend.hpp>
 #include <gpuplug/support/regular_file.hpp>
 #include <limits>
@@ -74,5 +74,22 @@ void GpuBackend::wait(Stream, Event) { events_unsupported(*this, "wait"); }
 void GpuBackend::synchronize(Event) { events_unsupported(*this, "synchronize"); }
 bool GpuBackend::query(Event) { events_unsupported(*this, "query"); }
 float GpuBackend::elapsed_ms(Event, Event) { events_unsupported(*this, "elapsed_ms"); }
+
+// ---- interop: the defaults of a backend without native handles.
+
+namespace {
+[[noreturn]] void interop_unsupported(const GpuBackend& b, const char* operation) {
+  throw Error(Status::unsupported, std::string(b.name()), operation,
+              "native handles and import are not supported by the " +
+                  std::string(b.plugin_name()) + " backend");
+}
+}  // namespace
+
+NativeHandles GpuBackend::native(Stream) { interop_unsupported(*this, "native"); }
+void* GpuBackend::native_pointer(DevicePtr) { interop_unsupported(*this, "native_pointer"); }
+DevicePtr GpuBackend::import_memory(void*, std::size_t, std::function<void()>, std::string_view) {
+  interop_unsupported(*this, "import_memory");
+}
+Stream GpuBackend::import_stream(void*) { interop_unsupported(*this, "import_stream"); }
 
 }  // namespace gpuplug

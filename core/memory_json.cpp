@@ -27,7 +27,15 @@ std::string address(DevicePtr p) {
 }
 
 const char* kind_name(AllocKind kind) {
-  return kind == AllocKind::managed ? "\"managed\"" : "\"device\"";
+  switch (kind) {
+    case AllocKind::managed:
+      return "\"managed\"";
+    case AllocKind::external:
+      return "\"external\"";
+    case AllocKind::device:
+      break;
+  }
+  return "\"device\"";
 }
 
 [[noreturn]] void bad(const std::string& source, const std::string& why) {
@@ -81,7 +89,8 @@ AllocKind kind_field(const ptree& t, const std::string& source, const std::strin
   const std::string k = string_field(t, "kind", source, where);
   if (k == "device") return AllocKind::device;
   if (k == "managed") return AllocKind::managed;
-  bad(source, where + "\"kind\" is '" + k + "', not device or managed");
+  if (k == "external") return AllocKind::external;
+  bad(source, where + "\"kind\" is '" + k + "', not device, managed or external");
 }
 
 /// The elements of array `key` ("where" for each: "sites[3]: ").

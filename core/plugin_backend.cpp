@@ -96,6 +96,8 @@ PluginBackend::~PluginBackend() {
   } else {
     table_.destroy(instance_);
   }
+  // The plugin's sweep forgot the imported ranges still live: their owners hear of it now.
+  release_all_imports("destroy");
   // library_ is released after this body: the plugin's code stays mapped until here.
 }
 
@@ -189,6 +191,10 @@ DevicePtr PluginBackend::alloc_managed(std::size_t bytes, const char* site) {
 void PluginBackend::free(DevicePtr p) {
   if (!p) return;
   check(table_.free(instance_, p.value), "free");
+  // An imported range: the plugin forgot it; now its owner hears of it (once).
+  if (imports_.maybe_any()) [[unlikely]] {
+    if (const std::function<void()> on_release = imports_.take(p.value)) on_release();
+  }
 }
 
 void PluginBackend::copy_h2d(DevicePtr dst, const void* src, std::size_t bytes) {
@@ -426,7 +432,10 @@ std::string PluginBackend::alloc_report(std::size_t top_n) {
 }
 
 LedgerStats PluginBackend::sweep_unreleased() {
-  return read_ledger<&gpuplug_plugin_v1::sweep_unreleased>(*this, "sweep_unreleased");
+  const LedgerStats swept =
+      read_ledger<&gpuplug_plugin_v1::sweep_unreleased>(*this, "sweep_unreleased");
+  release_all_imports("sweep_unreleased");
+  return swept;
 }
 
 }  // namespace gpuplug::detail

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "import_callbacks.hpp"
 #include "layer_catalog.hpp"
 #include "plugin_table.hpp"
 
@@ -74,6 +75,12 @@ class PluginBackend final : public GpuBackend {
   std::string alloc_report(std::size_t top_n) override;
   LedgerStats sweep_unreleased() override;
   void reset_peak() override;
+  // Interop handles (plugin_backend_interop.cpp): the ABI 1.2 slots or their defaults.
+  NativeHandles native(Stream stream) override;
+  void* native_pointer(DevicePtr ptr) override;
+  DevicePtr import_memory(void* native, std::size_t bytes, std::function<void()> on_release,
+                          std::string_view site) override;
+  Stream import_stream(void* native_stream) override;
 
   /// "validate, trace": the layers this backend runs with, top first; "" when none.
   std::string layer_names() const;
@@ -113,6 +120,10 @@ class PluginBackend final : public GpuBackend {
   /// (GpuBackend::out_of_memory).
   [[gnu::cold]] DevicePtr alloc_out_of_memory(std::size_t bytes, const char* site);
   std::string c_name(std::string_view name, const char* op, const char* what) const;
+  /// Runs the on_release callbacks `imports_` still holds after the plugin forgot every range
+  /// (`when`: "sweep_unreleased", "destroy"), warning with their count. Never throws: a callback
+  /// that throws is logged.
+  void release_all_imports(const char* when) noexcept;
   /// Refuses the null event before the plugin sees it, naming `operation` and the role.
   void check_event(Event event, const char* operation, const char* role = "event") const;
 
@@ -131,6 +142,7 @@ class PluginBackend final : public GpuBackend {
   void (*plugin_destroy_)(gpuplug_instance_t) = nullptr;
   gpuplug_instance_t plugin_instance_ = nullptr;
   bool validates_ = false;
+  ImportCallbacks imports_;  // import_memory's on_release, run by free, sweep and destroy
 };
 
 }  // namespace gpuplug::detail

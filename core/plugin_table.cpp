@@ -143,6 +143,22 @@ gpuplug_status_t default_ledger_scope_end(const PluginBackend& b, std::uint64_t,
   unsupported(b, "memory scope");
 }
 
+// ABI 1.2 interop handles: a plugin without them has no native handles and imports nothing.
+gpuplug_status_t default_native_handles(const PluginBackend& b, std::uint64_t,
+                                        gpuplug_native_handles_t*) {
+  unsupported(b, "native");
+}
+gpuplug_status_t default_native_pointer(const PluginBackend& b, std::uint64_t, void**) {
+  unsupported(b, "native_pointer");
+}
+gpuplug_status_t default_import_memory(const PluginBackend& b, void*, std::uint64_t, const char*,
+                                       std::uint64_t*) {
+  unsupported(b, "import_memory");
+}
+gpuplug_status_t default_import_stream(const PluginBackend& b, void*, std::uint64_t*) {
+  unsupported(b, "import_stream");
+}
+
 std::size_t forward_snapshot(const PluginBackend& b, char* buf, std::size_t size) {
   return b.table().ledger_snapshot(b.instance(), buf, size);
 }
@@ -322,6 +338,15 @@ OptionalSlots resolve_optional_slots(const gpuplug_plugin_v1& t) noexcept {
   pick(s.ledger_scope_begin, scopes, &forward<&T::ledger_scope_begin>,
        &default_ledger_scope_begin);
   pick(s.ledger_scope_end, scopes, &forward<&T::ledger_scope_end>, &default_ledger_scope_end);
+  // ABI 1.2 interop handles, each on its own (a plugin may offer handles without import).
+  pick(s.native_handles, t.native_handles != nullptr, &forward<&T::native_handles>,
+       &default_native_handles);
+  pick(s.native_pointer, t.native_pointer != nullptr, &forward<&T::native_pointer>,
+       &default_native_pointer);
+  pick(s.import_memory, t.import_memory != nullptr, &forward<&T::import_memory>,
+       &default_import_memory);
+  pick(s.import_stream, t.import_stream != nullptr, &forward<&T::import_stream>,
+       &default_import_stream);
   return s;
 }
 

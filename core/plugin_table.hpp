@@ -93,6 +93,15 @@ struct OptionalSlots {
   gpuplug_status_t (*ledger_scope_begin)(const PluginBackend&, std::uint64_t*);
   gpuplug_status_t (*ledger_scope_end)(const PluginBackend&, std::uint64_t, std::uint64_t*,
                                        std::int64_t*);
+
+  // ABI 1.2 interop handles. A plugin without one gets a default that throws Error(unsupported)
+  // naming the operation and the plugin.
+  gpuplug_status_t (*native_handles)(const PluginBackend&, std::uint64_t,
+                                     gpuplug_native_handles_t*);
+  gpuplug_status_t (*native_pointer)(const PluginBackend&, std::uint64_t, void**);
+  gpuplug_status_t (*import_memory)(const PluginBackend&, void*, std::uint64_t, const char*,
+                                    std::uint64_t*);
+  gpuplug_status_t (*import_stream)(const PluginBackend&, void*, std::uint64_t*);
 };
 
 /// Thunks for the slots `table` fills, the defaults of abi.h for those it leaves null.

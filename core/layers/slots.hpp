@@ -17,7 +17,8 @@
   X(unload_module) X(has_module) X(get_function) X(get_global) X(launch) X(ledger_stats)      \
   X(ledger_report) X(sweep_unreleased) X(load_module_file) X(event_create) X(event_destroy)   \
   X(event_record) X(stream_wait_event) X(event_synchronize) X(event_query) X(event_elapsed_ms)   \
-  X(ledger_snapshot) X(ledger_reset_peak) X(ledger_scope_begin) X(ledger_scope_end)
+  X(ledger_snapshot) X(ledger_reset_peak) X(ledger_scope_begin) X(ledger_scope_end)         \
+  X(native_handles) X(native_pointer) X(import_memory) X(import_stream)
 
 // inspect_module (ABI 1.1), between them, is plugin-level: the plugin's own, never layered.
 static_assert(offsetof(gpuplug_plugin_v1, event_elapsed_ms) + sizeof(void*) ==

@@ -237,6 +237,20 @@ class Trace final : public LayerBase {
         std::lock_guard lock(names_mutex_);
         kernel_names_[e.a] = e.text;
       }
+    } else if constexpr (same_slot<Slot, &P::import_memory>) {
+      // An imported range is live like an allocation (free forgets it); its bytes count.
+      e.b = arg(I1{});
+      e.a = status == GPUPLUG_STATUS_SUCCESS ? *arg(I3{}) : 0;
+      if (const char* site = arg(I2{}); site != nullptr) e.text = support::escape_text(site);
+      if (status == GPUPLUG_STATUS_SUCCESS) e.live_bytes = note_alloc(e.a, e.b);
+    } else if constexpr (same_slot<Slot, &P::import_stream>) {
+      e.a = status == GPUPLUG_STATUS_SUCCESS ? *arg(I1{}) : 0;
+      e.b = reinterpret_cast<std::uintptr_t>(arg(I0{}));  // the native stream
+    } else if constexpr (same_slot<Slot, &P::native_handles>) {
+      e.stream = arg(I0{});
+      e.on_stream = true;
+    } else if constexpr (same_slot<Slot, &P::native_pointer>) {
+      e.a = arg(I0{});
     } else if constexpr (same_slot<Slot, &P::launch>) {
       e.a = arg(I0{});
       e.grid = arg(I1{});
@@ -313,6 +327,16 @@ class Trace final : public LayerBase {
         add("bytes", std::to_string(e.b), false);
         break;
       case slot_stream_create: add("stream", hex(e.a)); break;
+      case slot_import_memory:
+        add("bytes", std::to_string(e.b), false);
+        add("ptr", hex(e.a));
+        if (!e.text.empty()) add("site", e.text);
+        break;
+      case slot_import_stream:
+        add("stream", hex(e.a));
+        add("native_stream", hex(e.b));
+        break;
+      case slot_native_pointer: add("device_ptr", hex(e.a)); break;
       case slot_event_create: case slot_event_record: case slot_stream_wait_event:
         add("event", hex(e.a));
         break;

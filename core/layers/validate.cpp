@@ -137,6 +137,36 @@ class ValidateLayer final : public LayerBase {
     }
     return st;
   }
+  // Interop (ABI 1.2): an imported range is memory of the backend like an allocation, freed
+  // (forgotten) through free; an imported stream is a stream of the backend.
+  gpuplug_status_t import_memory(void* native, std::uint64_t bytes, const char* site,
+                                 std::uint64_t* out) {
+    const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::import_memory>(native, bytes, site, out);
+    if (st != GPUPLUG_STATUS_SUCCESS) return st;
+    try {
+      memory_.allocated(*out, bytes, site != nullptr ? site : "import", false);
+    } catch (...) {
+      call_next<&gpuplug_plugin_v1::free>(*out);
+      throw;
+    }
+    return st;
+  }
+  gpuplug_status_t import_stream(void* native, std::uint64_t* out) {
+    const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::import_stream>(native, out);
+    if (st == GPUPLUG_STATUS_SUCCESS) {
+      std::lock_guard lock(handles_mutex_);
+      streams_.created(*out);
+    }
+    return st;
+  }
+  gpuplug_status_t native_handles(std::uint64_t stream, gpuplug_native_handles_t* out) {
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::native_handles>(stream, out);
+  }
+  gpuplug_status_t native_pointer(std::uint64_t ptr, void** out) {
+    if (auto why = memory_.check_range(ptr, 0, ""); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::native_pointer>(ptr, out);
+  }
   gpuplug_status_t copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) {
     if (auto why = memory_.check_range(dst, bytes, ""); !why.empty()) return refuse(why);
     return call_next<&gpuplug_plugin_v1::copy_h2d>(dst, src, bytes);
@@ -427,6 +457,10 @@ gpuplug_plugin_v1 make_table() noexcept {
   GPUPLUG_VALIDATE_SLOT(get_function)
   GPUPLUG_VALIDATE_SLOT(get_global)
   GPUPLUG_VALIDATE_SLOT(launch)
+  GPUPLUG_VALIDATE_SLOT(import_memory)
+  GPUPLUG_VALIDATE_SLOT(import_stream)
+  GPUPLUG_VALIDATE_SLOT(native_handles)
+  GPUPLUG_VALIDATE_SLOT(native_pointer)
 #undef GPUPLUG_VALIDATE_SLOT
   return t;
 }

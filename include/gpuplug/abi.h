@@ -19,7 +19,7 @@
  *    uses the stated default.
  *  - Slots appended after the first release are all optional: load_module_file
  *    (appended within 1.0), the events and inspect_module of ABI 1.1, then the
- *    memory snapshot slots of ABI 1.2. A
+ *    memory snapshot and interop handle slots of ABI 1.2. A
  *    plugin built before them publishes a struct_size that ends before them
  *    (GPUPLUG_PLUGIN_V1_MIN_SIZE, GPUPLUG_PLUGIN_V1_0_SIZE, GPUPLUG_PLUGIN_V1_1_SIZE); the host reads them
  *    as null and uses their defaults. Fields appended to gpuplug_device_info_t
@@ -175,6 +175,10 @@ typedef struct gpuplug_dim3_t {
 typedef int32_t gpuplug_alloc_kind_t;
 #define GPUPLUG_ALLOC_DEVICE 0
 #define GPUPLUG_ALLOC_MANAGED 1
+/* ABI 1.2 (interop handles): memory made by someone else and wrapped by import_memory. On the
+ * ledger (counted in live_bytes/live_count, range-checked) but never freed by the plugin, and
+ * never counted against device_memory_limit. */
+#define GPUPLUG_ALLOC_EXTERNAL 2
 
 /* Allocation ledger counters for one instance. */
 typedef struct gpuplug_ledger_stats_t {
@@ -203,6 +207,17 @@ typedef struct gpuplug_module_inspection_t {
                           * global whose initial value the image holds, "name=value" (unsigned
                           * decimal, e.g. "gemm_f32_n_tile=64") */
 } gpuplug_module_inspection_t;
+
+/* What native_handles (ABI 1.2, interop handles) returns: the handles a vendor library needs to
+ * work beside the plugin. The pointers are the vendor's own types, cast to void*. */
+typedef struct gpuplug_native_handles_t {
+  uint32_t struct_size; /* set by the caller to sizeof(gpuplug_native_handles_t) */
+  int32_t device;       /* the ordinal the vendor runtime uses (CUdevice, hipDevice_t); host: 0 */
+  void* context;        /* CUcontext (the primary context the instance uses); null elsewhere */
+  void* stream;         /* CUstream / hipStream_t of the stream asked for (null: the runtime's
+                         * default stream); host: the executor's queue id */
+  char vendor[32];      /* "cuda", "hip", "host": the runtime's family, NUL-terminated */
+} gpuplug_native_handles_t;
 
 typedef struct gpuplug_instance_s* gpuplug_instance_t; /* one backend: a device with its own state */
 
@@ -333,6 +348,29 @@ typedef struct gpuplug_plugin_v1 {
    * UNSUPPORTED. */
   gpuplug_status_t (*ledger_scope_end)(gpuplug_instance_t inst, uint64_t scope, uint64_t* peak_bytes,
                                        int64_t* net_bytes);
+
+  /* ---- ABI 1.2: interop handles (issue 19). All optional: a null slot is UNSUPPORTED. The
+   * lifetimes of what they hand out are in docs/interop.md. */
+  /* The native handles of `stream` (0: the default stream; a stream not live is
+   * INVALID_ARGUMENT). out->struct_size is set by the caller; the plugin writes what fits. */
+  gpuplug_status_t (*native_handles)(gpuplug_instance_t inst, uint64_t stream,
+                                     gpuplug_native_handles_t* out);
+  /* The address a vendor library takes for device pointer `ptr` (which may point inside an
+   * allocation, an imported range or a module global). A pointer the instance does not know is
+   * INVALID_ARGUMENT naming it. */
+  gpuplug_status_t (*native_pointer)(gpuplug_instance_t inst, uint64_t ptr, void** out);
+  /* Wraps `bytes` of memory at `native` that someone else allocated on this device: on the ledger
+   * as GPUPLUG_ALLOC_EXTERNAL under `site` (may be null), range-checked like any allocation,
+   * never freed. `free` of *out forgets it (the memory stays the owner's); so does the sweep of
+   * destroy and sweep_unreleased. Memory of another device (or, on a GPU, host memory the driver
+   * does not map to this device) is INVALID_ARGUMENT naming the pointer and both devices; a range
+   * that overlaps a live allocation of the instance is INVALID_ARGUMENT. */
+  gpuplug_status_t (*import_memory)(gpuplug_instance_t inst, void* native, uint64_t bytes,
+                                    const char* site, uint64_t* out);
+  /* Wraps a native stream (CUstream, hipStream_t; host: a queue id of this instance) as a stream
+   * of the instance. stream_destroy of *out waits for the work queued on it and forgets it,
+   * never destroying the native stream; so does destroy. */
+  gpuplug_status_t (*import_stream)(gpuplug_instance_t inst, void* native_stream, uint64_t* out);
 } gpuplug_plugin_v1;
 
 /* The smallest table a v1 host accepts: everything up to and including sweep_unreleased (the
@@ -345,7 +383,7 @@ typedef struct gpuplug_plugin_v1 {
 /* The table of ABI 1.1: what a 1.2 plugin answers to a host that speaks 1.1. */
 #define GPUPLUG_PLUGIN_V1_1_SIZE (offsetof(gpuplug_plugin_v1, inspect_module) + sizeof(void*))
 /* The table of ABI 1.2. */
-#define GPUPLUG_PLUGIN_V1_2_SIZE (offsetof(gpuplug_plugin_v1, ledger_scope_end) + sizeof(void*))
+#define GPUPLUG_PLUGIN_V1_2_SIZE (offsetof(gpuplug_plugin_v1, import_stream) + sizeof(void*))
 
 /* The entry point every plugin exports (extern "C", default visibility). */
 typedef const gpuplug_plugin_v1* (*gpuplug_plugin_entry_fn)(uint32_t host_abi_version);

@@ -5,6 +5,7 @@
 #include <gpuplug/config.hpp>  // first: the C++20 check, the export region
 
 #include <gpuplug/memory.hpp>
+#include <gpuplug/native.hpp>
 #include <gpuplug/op_cache.hpp>
 #include <gpuplug/types.hpp>
 
@@ -101,6 +102,36 @@ class GpuBackend {
   virtual bool query(Event event);
   /// Milliseconds from `start` to `end`, both recorded and completed.
   virtual float elapsed_ms(Event start, Event end);
+
+  // ---- interop (ABI 1.2, interop handles; docs/interop.md, "Native handles and import"). The
+  // defaults throw Error(unsupported), which is also what a backend whose plugin lacks the slots
+  // reports.
+  /// The vendor runtime's handles for this backend and `stream` (the default stream when
+  /// omitted). The context is valid until the backend is destroyed, a stream handle until
+  /// destroy_stream of that stream (the default stream's: until the backend is destroyed).
+  /// Error(invalid_argument) for a stream not live on this backend.
+  virtual NativeHandles native(Stream stream = {});
+  /// The address a vendor library takes for `ptr`, which may point inside an allocation, an
+  /// imported range or a module global; valid until `free` of that allocation (a global's: until
+  /// its module is unloaded). Error(invalid_argument) naming the pointer when this backend does
+  /// not know it.
+  virtual void* native_pointer(DevicePtr ptr);
+  /// Wraps `bytes` of memory at `native` that someone else allocated on this backend's device
+  /// (PyTorch's caching allocator, cudaMalloc, a std::vector on host). On the ledger as kind
+  /// external under `site`: counted, range-checked like any allocation, never freed by gpuplug.
+  /// `free` of the returned pointer forgets it and then runs `on_release` (once, on the calling
+  /// thread; an exception from it propagates from `free`); a backend destroyed (or swept) with
+  /// imports still live runs their callbacks after forgetting them, with a warning. The memory
+  /// must stay valid until then. Error(invalid_argument) naming the pointer and the device for
+  /// memory of another device, a null pointer, or a range overlapping one already on the ledger.
+  virtual DevicePtr import_memory(void* native, std::size_t bytes, std::function<void()> on_release,
+                                  std::string_view site = "import");
+  /// Wraps a native stream (CUstream, hipStream_t; host: a queue id from native()) as a Stream of
+  /// this backend. destroy_stream of it waits for the work gpuplug queued on it and forgets it,
+  /// never destroying the native stream; the native stream must outlive that call (or the
+  /// backend). Error(invalid_argument) for a null or unknown native stream, or one that already
+  /// is a stream of this backend.
+  virtual Stream import_stream(void* native_stream);
 
   // ---- modules
   /// Registers `image` (fatbin/cubin/PTX, HIP code object, host ELF) under `name`.

@@ -8,6 +8,7 @@
 #include <gpuplug/backend.hpp>
 #include <gpuplug/log.hpp>
 #include <gpuplug/memory.hpp>
+#include <gpuplug/native.hpp>
 #include <gpuplug/op_cache.hpp>
 #include <gpuplug/peer.hpp>
 #include <gpuplug/registry.hpp>

@@ -27,7 +27,9 @@ inline constexpr int memory_snapshot_schema = 1;
 inline constexpr std::size_t max_plugin_snapshot_bytes = std::size_t{256} << 20;
 
 /// Device or managed memory, as the ledger records it.
-enum class AllocKind : std::int32_t { device = 0, managed = 1 };
+/// external: memory someone else allocated, wrapped by GpuBackend::import_memory (never freed by
+/// gpuplug).
+enum class AllocKind : std::int32_t { device = 0, managed = 1, external = 2 };
 
 /// One live allocation.
 struct LiveAllocation {

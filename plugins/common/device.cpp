@@ -115,6 +115,23 @@ Access Device::vendor_owns_range(std::uint64_t /*ptr*/, std::uint64_t /*bytes*/)
   return Access::none;
 }
 
+namespace {
+[[noreturn]] void interop_unsupported(const DeviceConfig& config, const char* op) {
+  fail(GPUPLUG_STATUS_UNSUPPORTED,
+       std::string(op) + ": native handles and import are not supported by " +
+           owner_name(config));
+}
+}  // namespace
+
+NativeStreamHandles Device::vendor_native_handles(std::uint64_t) {
+  interop_unsupported(config_, "native_handles");
+}
+void Device::vendor_check_import(std::uint64_t, std::uint64_t) {
+  interop_unsupported(config_, "import_memory");
+}
+std::uint64_t Device::vendor_import_stream(void*) { interop_unsupported(config_, "import_stream"); }
+void Device::vendor_forget_stream(std::uint64_t stream) { vendor_stream_synchronize(stream); }
+
 void Device::shutdown() noexcept {
   if (shut_down_) return;
   shut_down_ = true;
@@ -138,8 +155,10 @@ void Device::synchronize_or_warn(const char* op) noexcept {
 }
 
 SweepResult Device::sweep_allocations() noexcept {
-  return ledger_->sweep(
-      [this](std::uint64_t ptr, gpuplug_alloc_kind_t kind) { vendor_free(ptr, kind); });
+  // Imported ranges leave the ledger with the rest; their memory is their owner's to free.
+  return ledger_->sweep([this](std::uint64_t ptr, gpuplug_alloc_kind_t kind) {
+    if (kind != alloc_external) vendor_free(ptr, kind);
+  });
 }
 
 std::uint64_t Device::allocate(std::uint64_t bytes, const char* site, gpuplug_alloc_kind_t kind) {
@@ -163,7 +182,41 @@ std::uint64_t Device::allocate(std::uint64_t bytes, const char* site, gpuplug_al
 void Device::release(std::uint64_t ptr) {
   // release_kind copies no site: the free path stays allocation-free.
   const gpuplug_alloc_kind_t kind = ledger_->release_kind(ptr);
-  vendor_free(ptr, kind);
+  if (kind != alloc_external) vendor_free(ptr, kind);
+}
+
+std::uint64_t Device::import_range(std::uint64_t address, std::uint64_t bytes, const char* site) {
+  const auto where = [&] {
+    return "import_memory: " + support::hex(address) + " + " + std::to_string(bytes) + " bytes";
+  };
+  if (address == 0) fail(GPUPLUG_STATUS_INVALID_ARGUMENT, "import_memory: the pointer is null");
+  if (bytes > std::numeric_limits<std::uint64_t>::max() - address)
+    fail(GPUPLUG_STATUS_INVALID_ARGUMENT, where() + " wraps around");
+  // Either end inside a live entry, or a live entry starting inside the range, is an overlap:
+  // the same bytes on the ledger twice would be counted twice and freed through the wrong kind.
+  const std::uint64_t last = bytes == 0 ? address : address + bytes - 1;
+  for (const std::uint64_t probe : {address, last}) {
+    if (const auto e = ledger_->find(probe))
+      fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+           where() + " overlaps " + (e->kind == alloc_external ? "the imported range" : "the allocation") +
+               " of " + std::to_string(e->bytes) + " bytes at " + support::hex(e->ptr) +
+               " already on the ledger of " + ledger_->owner());
+  }
+  vendor_check_import(address, bytes);
+  ledger_->commit(ledger_->reserve(bytes, alloc_external), address, site);
+  return address;
+}
+
+void* Device::native_address(std::uint64_t ptr) {
+  if (ptr == 0) fail(GPUPLUG_STATUS_INVALID_ARGUMENT, "native_pointer: the pointer is null");
+  if (!ledger_->find(ptr) && modules_->global_access(ptr, 1) == Access::none &&
+      vendor_owns_range(ptr, 1) == Access::none)
+    fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+         "native_pointer: " + support::hex(ptr) + " is not memory of " + ledger_->owner() +
+             " (no live allocation, imported range or module global holds it; freed already?)");
+  // Every plugin's device pointer is the runtime's address (CUdeviceptr, hipDeviceptr_t, a host
+  // address): the value itself.
+  return reinterpret_cast<void*>(static_cast<std::uintptr_t>(ptr));
 }
 
 void Device::memory_info(std::uint64_t& free_bytes, std::uint64_t& total_bytes) {

@@ -147,9 +147,9 @@ void AllocationLedger::commit(Reservation&& reservation, std::uint64_t ptr, cons
       if (r.kind_ == GPUPLUG_ALLOC_DEVICE) {
         if (r.ledger_ != nullptr) reserved_device_bytes_ -= bytes;
         live_device_bytes_ += bytes;
-      } else {
+      } else if (r.kind_ == GPUPLUG_ALLOC_MANAGED) {
         counters_.live_managed_bytes += bytes;
-      }
+      }  // external: in live_bytes only
       r.ledger_ = nullptr;  // committed: nothing to give back
       counters_.live_bytes += bytes;
       counters_.live_count += 1;
@@ -181,7 +181,7 @@ void AllocationLedger::commit(Reservation&& reservation, std::uint64_t ptr, cons
   if (live.filed != 0) index_.erase(ptr, live.bytes);
   if (live.kind == GPUPLUG_ALLOC_DEVICE)
     live_device_bytes_ -= live.bytes;
-  else
+  else if (live.kind == GPUPLUG_ALLOC_MANAGED)
     counters_.live_managed_bytes -= live.bytes;
   counters_.live_bytes -= live.bytes;
   counters_.live_count -= 1;

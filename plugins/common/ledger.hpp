@@ -24,6 +24,16 @@
 
 namespace gpuplug::sdk {
 
+/// GPUPLUG_ALLOC_EXTERNAL (ABI 1.2, interop handles): memory someone else allocated, wrapped by
+/// import_memory. The ledger counts and range-checks it like any allocation, never against
+/// device_memory_limit, and the SDK never hands it to vendor_free. Spelled out here because the
+/// SDK also compiles against the frozen 1.0 and 1.1 headers, which lack the macro (no table of
+/// theirs has an import slot, so no such entry ever exists there).
+inline constexpr gpuplug_alloc_kind_t alloc_external = 2;
+#ifdef GPUPLUG_ALLOC_EXTERNAL
+static_assert(alloc_external == GPUPLUG_ALLOC_EXTERNAL);
+#endif
+
 /// One live allocation. `bytes` is what the caller asked for (0 for a zero-byte allocation,
 /// even though the vendor was asked for 1 byte so the pointer is distinct and freeable).
 struct LedgerEntry {
@@ -35,7 +45,7 @@ struct LedgerEntry {
 
 /// Counters of one ledger (the C ABI's gpuplug_ledger_stats_t without the header).
 struct LedgerCounters {
-  std::uint64_t live_bytes = 0;  // device + managed
+  std::uint64_t live_bytes = 0;  // device + managed + external
   std::uint64_t live_count = 0;
   std::uint64_t peak_bytes = 0;  // highest live_bytes seen
   std::uint64_t live_managed_bytes = 0;
@@ -175,12 +185,12 @@ class AllocationLedger {
 
   /// Reserves `bytes` of `kind`. Throws Failure(OUT_OF_MEMORY) naming the limit, the live bytes
   /// and the request when a device allocation would pass device_memory_limit, and
-  /// Failure(INVALID_ARGUMENT) for a kind that is neither device nor managed. Without a limit
-  /// (or for managed memory) it takes no lock.
+  /// Failure(INVALID_ARGUMENT) for a kind that is neither device, managed nor external. Without a
+  /// limit (or for managed or external memory) it takes no lock.
   Reservation reserve(std::uint64_t bytes, gpuplug_alloc_kind_t kind) {
     if (kind == GPUPLUG_ALLOC_DEVICE) {
       if (limit_) return reserve_against_limit(bytes);
-    } else if (kind != GPUPLUG_ALLOC_MANAGED) {
+    } else if (kind != GPUPLUG_ALLOC_MANAGED && kind != alloc_external) {
       fail_unknown_kind(kind);
     }
     return Reservation(nullptr, bytes, kind);

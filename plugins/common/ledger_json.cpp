@@ -22,7 +22,9 @@ std::string address(std::uint64_t v) {
 }
 
 const char* kind_name(gpuplug_alloc_kind_t kind) {
-  return kind == GPUPLUG_ALLOC_MANAGED ? "\"managed\"" : "\"device\"";
+  if (kind == GPUPLUG_ALLOC_MANAGED) return "\"managed\"";
+  if (kind == alloc_external) return "\"external\"";
+  return "\"device\"";
 }
 
 }  // namespace

@@ -511,6 +511,46 @@ gpuplug_status_t slot_sweep_unreleased(gpuplug_instance_t inst,
   });
 }
 
+#if GPUPLUG_ABI_VERSION_MINOR >= 2
+// ABI 1.2, interop handles (docs/interop.md). Only a 1.2 table points to them.
+gpuplug_status_t slot_native_handles(gpuplug_instance_t inst, std::uint64_t stream,
+                                     gpuplug_native_handles_t* out) noexcept {
+  return guarded(inst, "native_handles", [&](Device& d) {
+    check_out_struct("native_handles", out);
+    d.streams().check("native_handles", stream);
+    const NativeStreamHandles h = d.vendor_native_handles(stream);
+    out->device = h.device;
+    out->context = h.context;
+    out->stream = h.stream;
+    copy_out(d.config().plugin_name, out->vendor, sizeof out->vendor);
+  });
+}
+
+gpuplug_status_t slot_native_pointer(gpuplug_instance_t inst, std::uint64_t ptr,
+                                     void** out) noexcept {
+  return guarded(inst, "native_pointer", [&](Device& d) {
+    GPUPLUG_EXPECTS(out != nullptr, GPUPLUG_STATUS_INVALID_ARGUMENT, "native_pointer: out is null");
+    *out = d.native_address(ptr);
+  });
+}
+
+gpuplug_status_t slot_import_memory(gpuplug_instance_t inst, void* native, std::uint64_t bytes,
+                                    const char* site, std::uint64_t* out) noexcept {
+  return guarded(inst, "import_memory", [&](Device& d) {
+    GPUPLUG_EXPECTS(out != nullptr, GPUPLUG_STATUS_INVALID_ARGUMENT, "import_memory: out is null");
+    *out = d.import_range(reinterpret_cast<std::uintptr_t>(native), bytes, site);
+  });
+}
+
+gpuplug_status_t slot_import_stream(gpuplug_instance_t inst, void* native,
+                                    std::uint64_t* out) noexcept {
+  return guarded(inst, "import_stream", [&](Device& d) {
+    GPUPLUG_EXPECTS(out != nullptr, GPUPLUG_STATUS_INVALID_ARGUMENT, "import_stream: out is null");
+    *out = DeviceAccess::streams(d).adopt(d, native);
+  });
+}
+#endif
+
 // ---- plugin-level helpers ----------------------------------------------------------------------
 
 }  // namespace
@@ -633,6 +673,10 @@ void fill_instance_slots(gpuplug_plugin_v1& t) noexcept {
   t.ledger_reset_peak = &slot_ledger_reset_peak;
   t.ledger_scope_begin = &slot_ledger_scope_begin;
   t.ledger_scope_end = &slot_ledger_scope_end;
+  t.native_handles = &slot_native_handles;
+  t.native_pointer = &slot_native_pointer;
+  t.import_memory = &slot_import_memory;
+  t.import_stream = &slot_import_stream;
 #endif
 }
 

@@ -129,6 +129,14 @@ struct VendorGlobal {
   bool writable = true;  // false for a constant the device cannot write (read-only ELF segments)
 };
 
+/// What vendor_native_handles returns (ABI 1.2's gpuplug_native_handles_t without the vendor
+/// name, which the SDK fills from the plugin's name).
+struct NativeStreamHandles {
+  std::int32_t device = 0;
+  void* context = nullptr;
+  void* stream = nullptr;
+};
+
 /// What a device may do with a range of device addresses (vendor_owns_range's answer).
 enum class Access : std::uint8_t { none, read, read_write };
 
@@ -246,6 +254,23 @@ class Device {
   /// completed.
   virtual float vendor_event_elapsed_ms(std::uint64_t start, std::uint64_t end);
 
+  // ---- vendor hooks: interop handles (ABI 1.2; docs/interop.md). Optional: the defaults fail
+  // UNSUPPORTED ("native handles are not supported by <plugin>:<ordinal>"). The SDK fills the
+  // vendor name (DeviceConfig::plugin_name), keeps imported ranges on the ledger as
+  // alloc_external and imported streams in the StreamSet.
+  /// The runtime's device ordinal, context and the native stream of `stream` (0 or live).
+  virtual NativeStreamHandles vendor_native_handles(std::uint64_t stream);
+  /// Refuses memory at [address, address + bytes) that is not this device's: throws
+  /// Failure(INVALID_ARGUMENT) naming the address, the device it is on and this one. address is
+  /// non-null, the range does not wrap and overlaps nothing on the ledger.
+  virtual void vendor_check_import(std::uint64_t address, std::uint64_t bytes);
+  /// The stream value (never 0, not live) under which the native stream is known from now on;
+  /// Failure(INVALID_ARGUMENT) for one the runtime does not know. `native` is non-null.
+  virtual std::uint64_t vendor_import_stream(void* native);
+  /// An imported stream leaves the instance (stream_destroy, or destroy): waits for its work and
+  /// lets go of it, never destroying the native stream. Default: vendor_stream_synchronize.
+  virtual void vendor_forget_stream(std::uint64_t stream);
+
   // ---- vendor hooks: modules (the SDK's ModuleRegistry owns names and calls these)
   /// Loads image bytes; Failure(INVALID_IMAGE, why) when they do not load.
   virtual VendorModule vendor_load_module(std::string_view name,
@@ -277,8 +302,16 @@ class Device {
   /// alloc / alloc_managed: reserves, calls the vendor, records. A zero-byte request still gets
   /// a distinct, freeable pointer (the vendor is asked for one byte, the ledger records zero).
   std::uint64_t allocate(std::uint64_t bytes, const char* site, gpuplug_alloc_kind_t kind);
-  /// free: out of the ledger first (the ordering rule), then vendor_free.
+  /// free: out of the ledger first (the ordering rule), then vendor_free; an imported range
+  /// (alloc_external) only leaves the ledger.
   void release(std::uint64_t ptr);
+  /// import_memory: checks the range (non-null, no wrap, nothing on the ledger overlaps it),
+  /// asks vendor_check_import, then records it as alloc_external under `site`. Returns the
+  /// pointer, which is the address.
+  std::uint64_t import_range(std::uint64_t address, std::uint64_t bytes, const char* site);
+  /// native_pointer: the address of `ptr` when it lies in a live allocation, an imported range,
+  /// a module global or memory vendor_owns_range accepts; Failure(INVALID_ARGUMENT) naming it.
+  void* native_address(std::uint64_t ptr);
   /// memory_info: the vendor's figures, capped by device_memory_limit when one is set.
   void memory_info(std::uint64_t& free_bytes, std::uint64_t& total_bytes);
   /// Refuses a null `ptr`, a range that wraps, an overrun of the live allocation `ptr` lies in,

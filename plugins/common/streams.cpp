@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gpuplug/support/failures.hpp"
+#include "gpuplug/support/text.hpp"
 #include "plugin_sdk.hpp"
 
 namespace gpuplug::sdk {
@@ -32,6 +33,37 @@ std::uint64_t StreamSet::create(Device& device) {
   return stream;
 }
 
+std::uint64_t StreamSet::adopt(Device& device, void* native) {
+  GPUPLUG_EXPECTS(native != nullptr, GPUPLUG_STATUS_INVALID_ARGUMENT,
+                  "import_stream: the native stream is null (the runtime's default stream is "
+                  "stream 0 already)");
+  const std::uint64_t stream = device.vendor_import_stream(native);
+  try {
+    if (stream == 0)
+      fail(GPUPLUG_STATUS_INTERNAL, "the vendor imported a stream as the default stream's value 0");
+    std::unique_lock lock(mutex_);
+    if (live_.contains(stream)) {
+      lock.unlock();
+      // Not forgotten below: the live stream of that value is the backend's and stays.
+      fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+           "import_stream: native stream " + support::hex(reinterpret_cast<std::uintptr_t>(native)) +
+               " already is stream " + std::to_string(stream) + " of this backend");
+    }
+    imported_.reserve(imported_.size() + 1);  // both inserts below or neither
+    live_.insert(stream);
+    imported_.insert(stream);
+  } catch (const Failure& f) {
+    if (f.status() == GPUPLUG_STATUS_INTERNAL && stream != 0) {
+      try {
+        device.vendor_forget_stream(stream);
+      } catch (...) {  // the first failure is the one to report
+      }
+    }
+    throw;
+  }
+  return stream;
+}
+
 void StreamSet::check(const char* op, std::uint64_t stream) const {
   if (stream == 0) return;
   std::shared_lock lock(mutex_);
@@ -46,6 +78,7 @@ void StreamSet::check(const char* op, std::uint64_t stream) const {
 void StreamSet::destroy(Device& device, std::uint64_t stream) {
   GPUPLUG_EXPECTS(stream != 0, GPUPLUG_STATUS_INVALID_ARGUMENT,
                   "stream_destroy: the default stream (0) cannot be destroyed");
+  bool imported = false;
   {
     std::unique_lock lock(mutex_);
     if (live_.erase(stream) == 0) {
@@ -54,19 +87,28 @@ void StreamSet::destroy(Device& device, std::uint64_t stream) {
                                                 std::to_string(stream) +
                                                 " (not created by this backend, or destroyed)");
     }
+    imported = imported_.erase(stream) != 0;
   }
-  device.vendor_stream_destroy(stream);
+  if (imported)
+    device.vendor_forget_stream(stream);
+  else
+    device.vendor_stream_destroy(stream);
 }
 
 void StreamSet::destroy_all(Device& device) noexcept {
   std::unordered_set<std::uint64_t> streams;
+  std::unordered_set<std::uint64_t> imported;
   {
     std::unique_lock lock(mutex_);
     streams.swap(live_);
+    imported.swap(imported_);
   }
   for (const std::uint64_t stream : streams) {
     try {
-      device.vendor_stream_destroy(stream);
+      if (imported.contains(stream))
+        device.vendor_forget_stream(stream);
+      else
+        device.vendor_stream_destroy(stream);
     } catch (...) {
       try {
         device.log(GPUPLUG_LOG_WARNING,

@@ -30,17 +30,23 @@ class StreamSet {
   /// Returns when `stream` is 0 or live; else Failure(INVALID_ARGUMENT) "<op>: unknown stream N
   /// (not created by this backend, or destroyed)".
   void check(const char* op, std::uint64_t stream) const;
-  /// Takes `stream` out of the set, then vendor_stream_destroy (which waits for its work).
-  /// Failure(INVALID_ARGUMENT) for the default stream or an unknown one.
+  /// vendor_import_stream, then records the stream as imported (ABI 1.2): Failure(INVALID_ARGUMENT)
+  /// when `native` is null or its value is already live (the vendor forgets it again then).
+  std::uint64_t adopt(Device& device, void* native);
+  /// Takes `stream` out of the set, then vendor_stream_destroy (which waits for its work), or for
+  /// an imported stream vendor_forget_stream. Failure(INVALID_ARGUMENT) for the default stream or
+  /// an unknown one.
   void destroy(Device& device, std::uint64_t stream);
-  /// Destroys every live stream; failures are logged and the rest still destroyed. Never throws.
+  /// Destroys every live stream (forgets the imported ones); failures are logged and the rest
+  /// still destroyed. Never throws.
   void destroy_all(Device& device) noexcept;
   /// The live streams, in no particular order (for a vendor whose synchronize waits on each).
   std::vector<std::uint64_t> list() const;
 
  private:
   mutable std::shared_mutex mutex_;
-  std::unordered_set<std::uint64_t> live_;  // guarded by mutex_
+  std::unordered_set<std::uint64_t> live_;      // guarded by mutex_
+  std::unordered_set<std::uint64_t> imported_;  // guarded by mutex_; a subset of live_
 };
 
 }  // namespace gpuplug::sdk

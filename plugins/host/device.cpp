@@ -204,6 +204,23 @@ void HostDevice::vendor_stream_synchronize(std::uint64_t stream) {
 
 void HostDevice::vendor_synchronize() { executor_.synchronize(); }
 
+// Interop: the SDK checked `stream` (0 or live) and the import range (non-null, no wrap, no
+// overlap with the ledger).
+sdk::NativeStreamHandles HostDevice::vendor_native_handles(std::uint64_t stream) {
+  return sdk::NativeStreamHandles{
+      0, nullptr, reinterpret_cast<void*>(static_cast<std::uintptr_t>(executor_.queue_of(stream)))};
+}
+
+// Host "device memory" is process memory: any of it is this device's.
+void HostDevice::vendor_check_import(std::uint64_t, std::uint64_t) {}
+
+std::uint64_t HostDevice::vendor_import_stream(void* native) {
+  return executor_.alias_stream(reinterpret_cast<std::uintptr_t>(native));
+}
+
+// The alias goes (after its work); the queue stays while another value runs on it.
+void HostDevice::vendor_forget_stream(std::uint64_t stream) { executor_.destroy_stream(stream); }
+
 // Events are the executor's; the SDK's EventSet has checked the handles already.
 std::uint64_t HostDevice::vendor_event_create() { return executor_.create_event(); }
 void HostDevice::vendor_event_destroy(std::uint64_t event) { executor_.destroy_event(event); }

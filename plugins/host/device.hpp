@@ -96,6 +96,13 @@ class HostDevice final : public sdk::Device {
   void vendor_stream_synchronize(std::uint64_t stream) override;
   void vendor_synchronize() override;
 
+  // interop handles (ABI 1.2): the native stream is the executor's queue id; any host memory
+  // may be imported (the CPU reaches all of it); an imported stream is an alias of a queue.
+  sdk::NativeStreamHandles vendor_native_handles(std::uint64_t stream) override;
+  void vendor_check_import(std::uint64_t address, std::uint64_t bytes) override;
+  std::uint64_t vendor_import_stream(void* native) override;
+  void vendor_forget_stream(std::uint64_t stream) override;
+
   // events: the executor's stream-ordered events (driver.hpp)
   std::uint64_t vendor_event_create() override;
   void vendor_event_destroy(std::uint64_t event) override;

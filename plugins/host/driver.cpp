@@ -302,6 +302,30 @@ std::uint64_t Executor::create_stream() {
   return id;
 }
 
+std::uint64_t Executor::alias_stream(std::uint64_t queue) {
+  std::shared_ptr<Stream> s;
+  {
+    std::shared_lock lock(streams_mutex_);
+    const auto it = streams_.find(queue);
+    if (it != streams_.end()) s = it->second;
+  }
+  if (!s)
+    sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+              "import_stream: " + std::to_string(queue) +
+                  " is not a queue of this host device (never created here, or destroyed)");
+  // The alias is one more entry for the same Stream: everything that walks streams_ (stream 0's
+  // waits and captures, synchronize) then visits the queue twice, which waits or marks it twice
+  // and changes nothing else.
+  std::unique_lock lock(streams_mutex_);
+  const std::uint64_t id = next_stream_++;
+  streams_.emplace(id, std::move(s));
+  return id;
+}
+
+std::uint64_t Executor::queue_of(std::uint64_t stream) const {
+  return stream == 0 ? 0 : find(stream)->id;
+}
+
 std::shared_ptr<Executor::Stream> Executor::find(std::uint64_t stream) const {
   std::shared_lock lock(streams_mutex_);
   auto it = streams_.find(stream);

@@ -123,7 +123,16 @@ class Executor {
   unsigned workers() const noexcept { return pool_.size(); }
 
   std::uint64_t create_stream();
-  /// Waits for the stream's work, then forgets it.
+  /// A second value for the queue `queue` (an id create_stream returned, or another alias):
+  /// work on either runs on the same queue, in one order. Destroying one value leaves the
+  /// queue to the other (import_stream, ABI 1.2). Failure(INVALID_ARGUMENT) for an unknown queue.
+  std::uint64_t alias_stream(std::uint64_t queue);
+  /// The queue id a stream value runs on: its own for a created stream, the original's for an
+  /// alias (what native handles report); 0 for the default stream. Failure(INVALID_ARGUMENT)
+  /// for an unknown stream.
+  std::uint64_t queue_of(std::uint64_t stream) const;
+  /// Waits for the stream's work, then forgets the value (and the queue, when no other value
+  /// runs on it).
   void destroy_stream(std::uint64_t stream);
   /// Waits for the stream's work, then reports its pending kernel failure (see above).
   void synchronize_stream(std::uint64_t stream);

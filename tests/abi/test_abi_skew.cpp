@@ -8,10 +8,12 @@
 #include <boost/test/unit_test.hpp>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <gpuplug/gpuplug.hpp>
 #include <gpuplug/table_backend.hpp>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -155,6 +157,8 @@ BOOST_AUTO_TEST_CASE(a_1_1_host_gets_the_1_1_table) {
   // Nothing of 1.2 is there even for a host that reads past struct_size.
   BOOST_TEST(t->ledger_snapshot == nullptr);
   BOOST_TEST(t->ledger_scope_end == nullptr);
+  BOOST_TEST(t->native_handles == nullptr);
+  BOOST_TEST(t->import_stream == nullptr);
   BOOST_TEST(entry(GPUPLUG_MAKE_VERSION(1, 1)) == t);
 }
 
@@ -167,6 +171,8 @@ BOOST_AUTO_TEST_CASE(later_1_x_hosts_get_1_2) {
     BOOST_TEST(t->abi_version == GPUPLUG_MAKE_VERSION(1, 2));
     BOOST_TEST(t->struct_size == GPUPLUG_PLUGIN_V1_2_SIZE);
     BOOST_TEST(t->ledger_snapshot != nullptr);
+    BOOST_TEST(t->native_handles != nullptr);
+    BOOST_TEST(t->import_stream != nullptr);
   }
 }
 
@@ -195,6 +201,28 @@ BOOST_AUTO_TEST_CASE(the_1_1_answer_gives_a_partial_snapshot_and_says_why) {
   }
   BOOST_CHECK_THROW(gpuplug::MemoryScope(*gpu, "scope"), gpuplug::Error);
   gpu->free(p);
+}
+
+BOOST_AUTO_TEST_CASE(the_1_1_answer_has_no_native_handles_and_says_why) {
+  // ABI-2 for the interop slots of 1.2: unsupported, naming the operation and both versions.
+  Entry entry(kHostPlugin);
+  auto gpu = gpuplug::create_backend_from_table(kHostPlugin, *entry(GPUPLUG_MAKE_VERSION(1, 1)));
+  std::vector<char> v(16);
+  for (const auto& [operation, call] :
+       std::vector<std::pair<std::string, std::function<void()>>>{
+           {"native", [&] { (void)gpu->native(); }},
+           {"native_pointer", [&] { (void)gpu->native_pointer(gpuplug::DevicePtr{1}); }},
+           {"import_memory", [&] { (void)gpu->import_memory(v.data(), v.size(), {}); }},
+           {"import_stream", [&] { (void)gpu->import_stream(v.data()); }}}) {
+    try {
+      call();
+      BOOST_FAIL(operation + " on a 1.1 plugin did not throw");
+    } catch (const gpuplug::Error& e) {
+      BOOST_TEST((e.status() == gpuplug::Status::unsupported), e.what());
+      BOOST_TEST(contains(e.what(), operation), e.what());
+      BOOST_TEST(contains(e.what(), "(it speaks ABI 1.1, this host 1.2)"), e.what());
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_2_0_host_gets_a_table_it_refuses) {

@@ -124,6 +124,11 @@ const std::vector<Slot>& slots() {
       GPUPLUG_SKEW_SLOT(ledger_reset_peak),
       GPUPLUG_SKEW_SLOT(ledger_scope_begin),
       GPUPLUG_SKEW_SLOT(ledger_scope_end),
+      // ABI 1.2: interop handles (issue 19)
+      GPUPLUG_SKEW_SLOT(native_handles),
+      GPUPLUG_SKEW_SLOT(native_pointer),
+      GPUPLUG_SKEW_SLOT(import_memory),
+      GPUPLUG_SKEW_SLOT(import_stream),
   };
   return all;
 }

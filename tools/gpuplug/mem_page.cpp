@@ -204,7 +204,9 @@ void write_mem_page(const MemorySnapshot& s, std::string_view source, std::ostre
         "<th>kind</th><th>site</th><th>sequence</th></tr>\n";
   for (const LiveAllocation& a : s.allocations) {
     os << "<tr><td><code>" << hex(a.ptr.value) << "</code></td><td class=\"n\">" << a.bytes
-       << "</td><td>" << (a.kind == AllocKind::managed ? "managed" : "device") << "</td><td>"
+       << "</td><td>" << (a.kind == AllocKind::managed    ? "managed"
+                                : a.kind == AllocKind::external ? "external"
+                                                                : "device") << "</td><td>"
        << xml_text(site_label(a.site)) << "</td><td class=\"n\">" << a.sequence << "</td></tr>\n";
   }
   os << "</table>\n<p><small>Written by <code>gpuplug mem</code>; snapshot schema " << s.schema
