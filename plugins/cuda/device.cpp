@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <string>
 
+#include "gpuplug/support/text.hpp"
+
 namespace gpuplug::cuda {
 namespace {
 
@@ -243,6 +245,55 @@ sdk::Access CudaDevice::vendor_owns_range(std::uint64_t ptr, std::uint64_t bytes
       api_.pointer_get_attribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, ptr) == CUDA_SUCCESS;
   const bool inside = known && ptr >= start && ptr - start < size && bytes <= size - (ptr - start);
   return inside ? sdk::Access::read_write : sdk::Access::none;
+}
+
+// ---- interop handles (ABI 1.2) ------------------------------------------------------------
+
+sdk::NativeStreamHandles CudaDevice::vendor_native_handles(std::uint64_t stream) {
+  // The primary context is retained for the process (see the class comment): valid for as long
+  // as any backend of this device lives, and the one the CUDA runtime (cudaSetDevice) uses.
+  return sdk::NativeStreamHandles{static_cast<std::int32_t>(device_), context_, as_stream(stream)};
+}
+
+void CudaDevice::vendor_check_import(std::uint64_t address, std::uint64_t bytes) {
+  const auto where = [&] {
+    return "import_memory: " + support::hex(address) + " + " + std::to_string(bytes) + " bytes";
+  };
+  const ContextScope current = make_current();
+  int ordinal = -1;
+  if (const CUresult error =
+          api_.pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address);
+      error != CUDA_SUCCESS)
+    sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+              where() + " is not memory the CUDA driver knows (" +
+                  describe_error("cuPointerGetAttribute(DEVICE_ORDINAL)", error) + ")");
+  if (ordinal != static_cast<int>(config().ordinal))
+    sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+              where() + " is memory of CUDA device " + std::to_string(ordinal) + ", not of cuda:" +
+                  std::to_string(config().ordinal) + " (import it on the backend of that device)");
+  CUdeviceptr start = 0;
+  std::size_t size = 0;
+  if (api_.pointer_get_attribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, address) ==
+          CUDA_SUCCESS &&
+      api_.pointer_get_attribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, address) ==
+          CUDA_SUCCESS &&
+      (address < start || bytes > size - (address - start)))
+    sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+              where() + " runs past the end of its CUDA allocation of " + std::to_string(size) +
+                  " bytes at " + support::hex(start));
+}
+
+std::uint64_t CudaDevice::vendor_import_stream(void* native) {
+  const ContextScope current = make_current();
+  // The driver refuses a stream it does not know (the SDK then keeps nothing).
+  if (const CUresult error = api_.stream_synchronize(static_cast<CUstream>(native));
+      error != CUDA_SUCCESS)
+    sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+              "import_stream: native stream " +
+                  support::hex(reinterpret_cast<std::uintptr_t>(native)) + " is not a stream of cuda:" +
+                  std::to_string(config().ordinal) + " (" +
+                  describe_error("cuStreamSynchronize", error) + ")");
+  return reinterpret_cast<std::uintptr_t>(native);
 }
 
 // ---- copies and memset ---------------------------------------------------------------------

@@ -100,6 +100,12 @@ class CudaDevice final : public sdk::Device {
   void vendor_stream_synchronize(std::uint64_t stream) override;
   void vendor_synchronize() override;
 
+  // interop handles (ABI 1.2): the retained primary context, CUstream and CUdevice; imports are
+  // checked with cuPointerGetAttribute (device ordinal, allocation range).
+  sdk::NativeStreamHandles vendor_native_handles(std::uint64_t stream) override;
+  void vendor_check_import(std::uint64_t address, std::uint64_t bytes) override;
+  std::uint64_t vendor_import_stream(void* native) override;
+
   // events: cuEvent* (timing enabled) and cuStreamWaitEvent; UNSUPPORTED naming the missing
   // entry point when the driver lacks one.
   std::uint64_t vendor_event_create() override;

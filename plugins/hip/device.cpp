@@ -7,6 +7,8 @@
 #include <cstring>
 #include <vector>
 
+#include "gpuplug/support/text.hpp"
+
 namespace gpuplug::hip {
 namespace {
 
@@ -260,6 +262,56 @@ sdk::Access HipDevice::vendor_owns_range(std::uint64_t ptr, std::uint64_t bytes)
       return sdk::Access::none;
   }
   return sdk::Access::read_write;
+}
+
+// ---- interop handles (ABI 1.2) --------------------------------------------------------------
+
+sdk::NativeStreamHandles HipDevice::vendor_native_handles(std::uint64_t stream) {
+  // HIP has no context to hand out: the device ordinal is what hipSetDevice takes.
+  return sdk::NativeStreamHandles{ordinal_, nullptr, as_stream(stream)};
+}
+
+void HipDevice::vendor_check_import(std::uint64_t address, std::uint64_t bytes) {
+  const auto where = [&] {
+    return "import_memory: " + support::hex(address) + " + " + std::to_string(bytes) + " bytes";
+  };
+  make_current();
+  hipPointerAttribute_t attributes{};
+  if (const hipError_t error = hip_.pointer_get_attributes(&attributes, as_ptr(address));
+      error != hipSuccess)
+    sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+              where() + " is not memory the HIP runtime knows (" +
+                  describe_error("hipPointerGetAttributes", error) + ")");
+  if (attributes.device != ordinal_ || attributes.devicePointer == nullptr)
+    sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+              where() + " is memory of HIP device " + std::to_string(attributes.device) +
+                  ", not of hip:" + std::to_string(ordinal_) +
+                  " (import it on the backend of that device)");
+  if (hip_.mem_get_address_range != nullptr) {
+    hipDeviceptr_t base = nullptr;
+    std::size_t size = 0;
+    if (hip_.mem_get_address_range(&base, &size, as_ptr(address)) == hipSuccess) {
+      const auto start = reinterpret_cast<std::uint64_t>(base);
+      if (address < start || bytes > size - (address - start))
+        sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+                  where() + " runs past the end of its HIP allocation of " +
+                      std::to_string(size) + " bytes at " + support::hex(start));
+    }
+  }
+}
+
+std::uint64_t HipDevice::vendor_import_stream(void* native) {
+  make_current();
+  // The runtime refuses a stream it does not know, or one of another device (the SDK then keeps
+  // nothing); synchronizing also orders the import after the stream's earlier work.
+  if (const hipError_t error = hip_.stream_synchronize(static_cast<hipStream_t>(native));
+      error != hipSuccess)
+    sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+              "import_stream: native stream " +
+                  support::hex(reinterpret_cast<std::uintptr_t>(native)) +
+                  " is not a stream of hip:" + std::to_string(ordinal_) + " (" +
+                  describe_error("hipStreamSynchronize", error) + ")");
+  return reinterpret_cast<std::uint64_t>(native);
 }
 
 // ---- copies and memset -----------------------------------------------------------------------

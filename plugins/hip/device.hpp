@@ -66,6 +66,12 @@ class HipDevice final : public sdk::Device {
   /// code queued on the same GPU).
   void vendor_synchronize() override;
 
+  // interop handles (ABI 1.2): hipStream_t and the HIP device ordinal; imports are checked with
+  // hipPointerGetAttributes (and hipMemGetAddressRange where the runtime has it).
+  sdk::NativeStreamHandles vendor_native_handles(std::uint64_t stream) override;
+  void vendor_check_import(std::uint64_t address, std::uint64_t bytes) override;
+  std::uint64_t vendor_import_stream(void* native) override;
+
   // events: hipEvent* (timing enabled) and hipStreamWaitEvent; UNSUPPORTED naming the missing
   // entry point when the runtime lacks one.
   std::uint64_t vendor_event_create() override;

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -369,6 +370,84 @@ BOOST_AUTO_TEST_CASE(inspect_module_asks_the_driver_for_the_compute_capability) 
   BOOST_TEST(contains(out->symbols, "gemm_f32_n_tile=64"), out->symbols);
   const std::string mode = std::getenv("GPUPLUG_FAKE_CUDA") ? std::getenv("GPUPLUG_FAKE_CUDA") : "";
   if (mode == "device") BOOST_TEST(std::string(out->target) == "sm_90 (SASS)");
+}
+
+// Native handles (issue 19) through the core wherever a device is (a GPU, or the fake driver's
+// "device" mode, which has no memory of its own: every import is refused there, as host memory is
+// on a GPU). The context is the retained primary context: the same for every backend of the
+// device.
+BOOST_AUTO_TEST_CASE(native_handles_are_the_primary_context_and_cu_streams) {
+  if (probe().reason != GPUPLUG_PROBE_AVAILABLE) {
+    BOOST_TEST_MESSAGE("skipped: no CUDA device (" << probe().message << ")");
+    return;
+  }
+  gpuplug::PluginRegistry registry;
+  registry.add_plugin_file(plugin_under_test());
+  auto gpu = registry.create("cuda:0!");
+  auto again = registry.create("cuda:0!");
+  const gpuplug::NativeHandles h = gpu->native();
+  BOOST_TEST(h.vendor == "cuda");
+  BOOST_TEST(h.device == 0);
+  BOOST_TEST(h.context != nullptr);
+  BOOST_TEST(h.context == again->native().context);
+  BOOST_TEST(h.stream == nullptr);  // the legacy default stream
+  const auto refused = [&](const std::function<void()>& call, const std::string& why) {
+    try {
+      call();
+      BOOST_FAIL("accepted: " << why);
+    } catch (const gpuplug::Error& e) {
+      BOOST_TEST((e.status() == gpuplug::Status::invalid_argument), e.what());
+      BOOST_TEST(contains(e.what(), "cuda:0"), e.what());
+      BOOST_TEST(contains(e.what(), why), e.what());
+    }
+  };
+  std::vector<char> host(64);
+  int released = 0;
+  refused([&] { (void)gpu->import_memory(host.data(), host.size(), [&] { ++released; }); },
+          "is not memory the CUDA driver knows");
+  refused([&] { (void)gpu->import_stream(nullptr); }, "the native stream is null");
+  refused([&] { (void)gpu->native_pointer(gpuplug::DevicePtr{0x1000}); }, "native_pointer");
+  refused([&] { (void)gpu->native(gpuplug::Stream{0xBAD}); }, "unknown stream 2989");
+  gpu.reset();
+  BOOST_TEST(released == 0);  // a refused import keeps no callback
+}
+
+// On a GPU only (the fake driver has no memory): memory and a stream another party made on
+// cuda:0 are imported, used, and forgotten without being freed or destroyed.
+BOOST_AUTO_TEST_CASE(imports_of_driver_memory_and_streams, *needs_device()) {
+  gpuplug::PluginRegistry registry;
+  registry.add_plugin_file(plugin_under_test());
+  auto gpu = registry.create("cuda:0!");
+  auto owner = registry.create("cuda:0!");  // "someone else" (the same primary context)
+  constexpr std::size_t bytes = std::size_t{1} << 20;
+  const gpuplug::DevicePtr theirs = owner->alloc(bytes, "owner");
+  void* address = owner->native_pointer(theirs);
+  int released = 0;
+  const gpuplug::DevicePtr x = gpu->import_memory(address, bytes, [&] { ++released; }, "torch");
+  std::vector<std::uint8_t> in(bytes, 5), out(bytes, 0);
+  gpu->copy_h2d(x, in.data(), bytes);
+  owner->copy_d2h(out.data(), theirs, bytes);
+  BOOST_TEST(out == in);
+  BOOST_CHECK_THROW(gpu->copy_h2d(x + 1, in.data(), bytes), gpuplug::Error);
+  gpu->free(x);
+  BOOST_TEST(released == 1);
+  try {
+    (void)gpu->import_memory(address, bytes + 4096, {});
+    BOOST_FAIL("an import past the driver's allocation was accepted");
+  } catch (const gpuplug::Error& e) {
+    BOOST_TEST(contains(e.what(), "runs past the end of its CUDA allocation"), e.what());
+  }
+  const gpuplug::Stream s = owner->create_stream();
+  const gpuplug::Stream i = gpu->import_stream(owner->native(s).stream);
+  const gpuplug::DevicePtr mine = gpu->alloc(4096);
+  gpu->memset(mine, 7, 4096, i);
+  gpu->synchronize(i);
+  gpu->destroy_stream(i);
+  owner->memset(theirs, 1, 64, s);  // the owner's stream still works...
+  owner->synchronize(s);
+  owner->destroy_stream(s);         // ...and is its owner's to destroy
+  gpu->free(mine);
+  owner->free(theirs);
 }
 
 // Memory you can see (issue 18) through the core wherever a device is (a GPU, or the fake

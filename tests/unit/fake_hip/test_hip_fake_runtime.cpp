@@ -468,3 +468,80 @@ BOOST_AUTO_TEST_CASE(out_of_memory_report_on_the_fake, *full_fake()) {
 BOOST_AUTO_TEST_CASE(out_of_memory_observer_on_the_fake, *full_fake()) {
   memory_cases::check_out_of_memory_observer(hip_backend());
 }
+
+// Native handles and import (issue 19) through the core on the fake's two GPUs: the handles are
+// the runtime's own, imports are checked with hipPointerGetAttributes (memory of GPU 1 and host
+// memory refused by hip:0), and an imported stream is forgotten, never destroyed.
+BOOST_AUTO_TEST_CASE(native_handles_and_imports_on_the_fake, *full_fake()) {
+  gpuplug::PluginRegistry registry;
+  registry.add_plugin_file(plugin_under_test());
+  std::shared_ptr<gpuplug::GpuBackend> gpu = registry.create("hip:0!");
+  std::shared_ptr<gpuplug::GpuBackend> owner = registry.create("hip:0!");  // "someone else"
+  std::shared_ptr<gpuplug::GpuBackend> gpu1 = registry.create("hip:1!");
+
+  const gpuplug::NativeHandles d = gpu->native();
+  BOOST_TEST(d.vendor == "hip");
+  BOOST_TEST(d.device == 0);
+  BOOST_TEST(d.context == nullptr);
+  BOOST_TEST(d.stream == nullptr);
+  BOOST_TEST(gpu1->native().device == 1);
+
+  // Memory another party allocated on device 0: imported, on the ledger, copied through.
+  const gpuplug::DevicePtr theirs = owner->alloc(256, "owner");
+  void* address = owner->native_pointer(theirs);
+  BOOST_TEST(address == reinterpret_cast<void*>(theirs.value));
+  int released = 0;
+  const gpuplug::DevicePtr x = gpu->import_memory(address, 256, [&] { ++released; }, "torch");
+  BOOST_TEST(gpu->native_pointer(x + 8) == static_cast<char*>(address) + 8);
+  BOOST_TEST(gpu->ledger_stats().live_bytes == 256u);
+  std::vector<std::uint8_t> in(256, 5), out(256, 0);
+  gpu->copy_h2d(x, in.data(), in.size());
+  owner->copy_d2h(out.data(), theirs, out.size());  // the owner sees what gpuplug wrote
+  BOOST_TEST(std::count(out.begin(), out.end(), 5) == 256);
+  BOOST_CHECK_THROW(gpu->copy_h2d(x + 1, in.data(), in.size()), gpuplug::Error);  // past it
+  gpu->free(x);
+  BOOST_TEST(released == 1);
+  BOOST_TEST(gpu->ledger_stats().live_bytes == 0u);
+  owner->copy_d2h(out.data(), theirs, out.size());  // forgotten, never freed: still the owner's
+
+  const auto refused = [&](void* p, std::size_t bytes, const std::string& why) {
+    try {
+      (void)gpu->import_memory(p, bytes, [&] { ++released; });
+      BOOST_FAIL("import of " << why << " was accepted");
+    } catch (const gpuplug::Error& e) {
+      BOOST_TEST((e.status() == gpuplug::Status::invalid_argument), e.what());
+      BOOST_TEST(contains(e.what(), "hip:0"), e.what());
+      BOOST_TEST(contains(e.what(), why), e.what());
+    }
+  };
+  refused(static_cast<char*>(address), 512, "runs past the end of its HIP allocation of 256 bytes");
+  const gpuplug::DevicePtr on1 = gpu1->alloc(64);
+  refused(gpu1->native_pointer(on1), 64, "is memory of HIP device 1, not of hip:0");
+  std::vector<char> host(64);
+  refused(host.data(), host.size(), "is not memory the HIP runtime knows");
+  BOOST_TEST(released == 1);
+
+  // Streams: another backend's stream of device 0 imported, destroyed here, still alive there.
+  const gpuplug::Stream theirs_s = owner->create_stream();
+  void* native_s = owner->native(theirs_s).stream;
+  BOOST_TEST(native_s == reinterpret_cast<void*>(theirs_s.value));  // the hipStream_t
+  const gpuplug::Stream s = gpu->import_stream(native_s);
+  BOOST_TEST(gpu->native(s).stream == native_s);
+  const gpuplug::DevicePtr mine = gpu->alloc(128);
+  gpu->memset(mine, 3, 128, s);
+  gpu->synchronize(s);
+  gpu->destroy_stream(s);
+  owner->synchronize(theirs_s);      // the runtime still knows it...
+  owner->destroy_stream(theirs_s);   // ...and its owner destroys it (hipStreamDestroy succeeds)
+  const gpuplug::Stream s1 = gpu1->create_stream();
+  try {
+    (void)gpu->import_stream(gpu1->native(s1).stream);
+    BOOST_FAIL("a stream of device 1 was imported on hip:0");
+  } catch (const gpuplug::Error& e) {
+    BOOST_TEST(contains(e.what(), "is not a stream of hip:0"), e.what());
+  }
+  gpu1->destroy_stream(s1);
+  gpu1->free(on1);
+  gpu->free(mine);
+  owner->free(theirs);
+}
