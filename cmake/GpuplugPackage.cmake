@@ -14,6 +14,9 @@ set(GPUPLUG_PUBLIC_HEADERS
   abi.h backend.hpp config.hpp gpuplug.hpp kernel_args.h layer.h log.hpp memory.hpp native.hpp op_cache.hpp peer.hpp
   registry.hpp teardown.hpp
   table_backend.hpp types.hpp version.hpp)
+if(GPUPLUG_BUILD_DLPACK)  # it includes <dlpack/dlpack.h>: only builds with DLPack install it
+  list(APPEND GPUPLUG_PUBLIC_HEADERS dlpack.hpp)
+endif()
 list(TRANSFORM GPUPLUG_PUBLIC_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/include/gpuplug/
   OUTPUT_VARIABLE _gpuplug_headers)
 install(FILES ${_gpuplug_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpuplug)

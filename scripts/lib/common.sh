@@ -13,6 +13,7 @@ GPUPLUG_DEBIAN_PACKAGES=(
   python3 python3-jsonschema  # tool.list.schema validates `gpuplug list --json` against its schema
   libxml2-utils  # xmllint: tool.matrix validates `gpuplug check --junit` against tools/gpuplug/junit.xsd
   chromium  # tool.matrix.page renders `gpuplug matrix --html` in a real (headless) browser
+  python3-numpy  # dlpack.numpy: NumPy's from_dlpack reads gpuplug's tensors and the reverse
   hipcc libamdhip64-dev
   clang-19 lld-19 clang-tools-19  # the HIP targets HIP 5.2 cannot build (docs/device-check.md)
 )
@@ -29,6 +30,49 @@ gpuplug_install_deps() {
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
+  gpuplug_install_dlpack
+}
+
+# DLPack 1.0 (DLManagedTensorVersioned). Debian 12's libdlpack-dev is 0.6, which lacks it, so
+# Debian 13's package is used: a header and CMake files only. It is unpacked with dpkg-deb -x into
+# build/deps/dlpack (never dpkg -i: its Depends on libc6 >= 2.38 means nothing for a header, and
+# the system's packages stay Debian 12's). CMakePresets.json puts build/deps/dlpack/usr on
+# CMAKE_PREFIX_PATH; without it the build leaves DLPack support out (cmake/GpuplugDlpack.cmake).
+GPUPLUG_DLPACK_DEB_URL=http://deb.debian.org/debian/pool/main/d/dlpack/libdlpack-dev_1.0-1_amd64.deb
+GPUPLUG_DLPACK_DEB_SHA256=da984e7ca45390e1a8ace03a6119f11690654d761b98cd5090ffe3b41c5f5243
+GPUPLUG_DLPACK_PREFIX=$GPUPLUG_ROOT/build/deps/dlpack
+
+# Idempotent: the unpacked tree records the checksum of the .deb it came from, and a tree from
+# the same .deb is kept. Returns non-zero, saying what failed, when the .deb cannot be fetched,
+# does not match its checksum or cannot be unpacked; the previous tree is then left as it was.
+gpuplug_install_dlpack() {
+  local prefix=$GPUPLUG_DLPACK_PREFIX want=$GPUPLUG_DLPACK_DEB_SHA256 url=$GPUPLUG_DLPACK_DEB_URL
+  if [ "$(cat "$prefix/.deb-sha256" 2>/dev/null)" = "$want" ] &&
+     [ -f "$prefix/usr/include/dlpack/dlpack.h" ]; then
+    return 0
+  fi
+  echo "gpuplug: fetching the DLPack 1.0 header ($url) into $prefix"
+  local tmp got
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/gpuplug-dlpack.XXXXXX") || return 1
+  if ! curl -fsSL --retry 2 --max-time 120 -o "$tmp/dlpack.deb" "$url"; then
+    echo "gpuplug: error: cannot download $url (see curl's message above); DLPack support needs it (docs/interop.md)" >&2
+    rm -rf "$tmp"; return 1
+  fi
+  got=$(sha256sum "$tmp/dlpack.deb" | cut -d' ' -f1)
+  if [ "$got" != "$want" ]; then
+    echo "gpuplug: error: $url has sha256 $got, expected $want: not unpacked" >&2
+    rm -rf "$tmp"; return 1
+  fi
+  if ! dpkg-deb -x "$tmp/dlpack.deb" "$tmp/tree" || [ ! -f "$tmp/tree/usr/include/dlpack/dlpack.h" ]; then
+    echo "gpuplug: error: dpkg-deb -x could not unpack usr/include/dlpack/dlpack.h from $url" >&2
+    rm -rf "$tmp"; return 1
+  fi
+  echo "$want" >"$tmp/tree/.deb-sha256"
+  # Replaced as a whole, so that a failed run never leaves half a tree behind.
+  mkdir -p "$(dirname "$prefix")" && rm -rf "$prefix" && mv "$tmp/tree" "$prefix"
+  local rc=$?
+  rm -rf "$tmp"
+  return $rc
 }
 
 # gpuplug_build <preset>: configures (once) and builds build/<preset>.

@@ -8,8 +8,9 @@
 # recorded by regenerating the list (the command is printed).
 # A line "? <name>" lists a name that only some builds export: inline entities of the public
 # headers (a template's vtable, an inline variable) are emitted where the core odr-uses them, which
-# depends on the optimisation level (the sanitizer presets build at -O1). Such a name may be
-# exported or not; a name that is not listed at all may not.
+# depends on the optimisation level (the sanitizer presets build at -O1), and the DLPack functions
+# exist only in builds with the DLPack header (GPUPLUG_WITH_DLPACK). Such a name may be exported
+# or not; a name that is not listed at all may not.
 set -u -o pipefail
 lib=${1:?usage: check_exports.sh <libgpuplug.so> <exports.txt>}
 expected=${2:?usage: check_exports.sh <libgpuplug.so> <exports.txt>}
