@@ -21,7 +21,7 @@
  *     memory        cuMemAlloc, cuMemAllocManaged and cuMemFree backed by host memory (device
  *                   addresses from 0x200000000000, never reused; managed ones are their host
  *                   address, so the host may touch them), cuMemGetInfo's free bytes the total
- *                   minus what is live, cuPointerGetAttribute's range start and size;
+ *                   minus what is live, cuPointerGetAttribute's device ordinal, range start and size;
  *     copies        cuMemcpyHtoD/DtoH/DtoD, their Async forms and cuMemsetD8(Async), done when
  *                   called; a device range that is not inside one live allocation (an unknown
  *                   or freed pointer, or a copy past the end) is CUDA_ERROR_INVALID_VALUE;
@@ -419,12 +419,16 @@ static fake_result mem_get_info(size_t* free_bytes, size_t* total) {
 static fake_result pointer_get_attribute(void* data, int attribute, unsigned long long ptr) {
   const fake_result r = need_primary();
   if (r != FAKE_SUCCESS) return r;
-  if (data == NULL || (attribute != 11 && attribute != 12)) return FAKE_ERROR_INVALID_VALUE;
+  /* CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9, RANGE_START_ADDR 11, RANGE_SIZE 12 */
+  if (data == NULL || (attribute != 9 && attribute != 11 && attribute != 12))
+    return FAKE_ERROR_INVALID_VALUE;
   fake_result result = FAKE_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&driver_lock);
   const struct fake_allocation* a = find_range(ptr, 1);
   if (a != NULL) {
-    if (attribute == 11) {
+    if (attribute == 9) {
+      *(int*)data = 0; /* the fake's one device */
+    } else if (attribute == 11) {
       *(unsigned long long*)data = a->base;
     } else {
       *(size_t*)data = a->size;

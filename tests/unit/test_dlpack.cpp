@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // DLPack (issue 19, docs/interop.md): to_dlpack and from_dlpack round trips between two host
 // backends (strides, byte offset, read-only, deleter ordering) and their refusals. CTest runs it
-// again on the fake HIP runtime (GPUPLUG_TEST_FAKE_HIP=full) for kDLROCM.
+// again on the fake HIP runtime (GPUPLUG_TEST_FAKE_HIP=full) for kDLROCM, and on the fake CUDA
+// driver's device (GPUPLUG_FAKE_CUDA=device) for kDLCUDA.
 #define BOOST_TEST_MODULE dlpack
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
@@ -29,9 +30,21 @@ namespace {
 
 constexpr DLDataType f32{kDLFloat, 32, 1};
 
-bool on_fake_hip() {
-  const char* env = std::getenv("GPUPLUG_TEST_FAKE_HIP");
-  return env != nullptr && std::string(env) == "full";
+bool env_is(const char* name, const char* value) {
+  const char* env = std::getenv(name);
+  return env != nullptr && std::string(env) == value;
+}
+
+bool on_fake_hip() { return env_is("GPUPLUG_TEST_FAKE_HIP", "full"); }
+bool on_fake_cuda() { return env_is("GPUPLUG_FAKE_CUDA", "device"); }
+bool on_fake_gpu() { return on_fake_hip() || on_fake_cuda(); }
+
+/// The backend the cases run on, and the device type its tensors carry.
+std::string device_under_test() {
+  return on_fake_hip() ? "hip:0!" : on_fake_cuda() ? "cuda:0!" : "host!";
+}
+DLDeviceType device_type_under_test() {
+  return on_fake_hip() ? kDLROCM : on_fake_cuda() ? kDLCUDA : kDLCPU;
 }
 
 /// Two backends of one device: what one exports, the other imports (a backend refuses to
@@ -39,7 +52,7 @@ bool on_fake_hip() {
 struct Pair {
   gpuplug::PluginRegistry registry;
   std::shared_ptr<GpuBackend> a, b;
-  explicit Pair(const std::string& selector = on_fake_hip() ? "hip:0!" : "host!") {
+  explicit Pair(const std::string& selector = device_under_test()) {
     registry.discover();
     a = registry.create(selector);
     b = registry.create(selector);
@@ -105,7 +118,7 @@ BOOST_AUTO_TEST_CASE(export_describes_the_memory_and_the_deleter_frees_it) {
   BOOST_TEST(t->version.major == 1u);
   BOOST_TEST(t->flags == 0u);
   const DLTensor& d = t->dl_tensor;
-  BOOST_TEST(d.device.device_type == (on_fake_hip() ? kDLROCM : kDLCPU));
+  BOOST_TEST(d.device.device_type == device_type_under_test());
   BOOST_TEST(d.device.device_id == gpu.native().device);
   BOOST_TEST(d.data == gpu.native_pointer(ptr));
   BOOST_TEST(d.ndim == 3);
@@ -208,7 +221,7 @@ BOOST_AUTO_TEST_CASE(read_only_is_carried_and_can_be_refused) {
 }
 
 BOOST_AUTO_TEST_CASE(the_producer_deleter_runs_once_after_gpuplug_forgot_the_memory) {
-  if (on_fake_hip()) return;  // a host vector is no HIP memory
+  if (on_fake_gpu()) return;  // a host vector is no GPU memory
   Pair p;
   Foreign f(6, {2, 3});
   f.watch = p.b.get();
@@ -232,7 +245,7 @@ BOOST_AUTO_TEST_CASE(the_producer_deleter_runs_once_after_gpuplug_forgot_the_mem
 }
 
 BOOST_AUTO_TEST_CASE(from_dlpack_refuses_bad_tensors_and_consumes_them) {
-  if (on_fake_hip()) return;  // the layouts are the same everywhere; host vectors are host memory
+  if (on_fake_gpu()) return;  // the layouts are the same everywhere; host vectors are host memory
   Pair p;
   GpuBackend& gpu = *p.b;
   error_of([&] { gpuplug::from_dlpack(gpu, static_cast<DLManagedTensorVersioned*>(nullptr)); },
@@ -313,6 +326,15 @@ BOOST_AUTO_TEST_CASE(another_device_is_refused) {
   registry.discover();
   auto host = registry.create("host!");
   const std::vector<std::int64_t> shape{4};
+  if (on_fake_cuda()) {  // the fake driver has one device: its tensor on host
+    auto gpu = registry.create("cuda:0!");
+    auto* t = gpuplug::to_dlpack(*gpu, iota(*gpu, 4), shape, f32);
+    BOOST_TEST(t->dl_tensor.device.device_type == kDLCUDA);
+    const auto e = error_of([&] { gpuplug::from_dlpack(*host, t); }, Status::invalid_argument);
+    BOOST_TEST(contains(e.what(), "the tensor is on kDLCUDA:0, this backend is kDLCPU:0"), e.what());
+    BOOST_TEST(gpu->ledger_stats().live_count == 0u);
+    return;
+  }
   if (!on_fake_hip()) {
     auto* t = gpuplug::to_dlpack(*host, iota(*host, 4), shape, f32);
     t->dl_tensor.device = {kDLROCM, 1};  // as a HIP backend's tensor would say
