@@ -308,6 +308,14 @@ BOOST_AUTO_TEST_CASE(events_reach_the_driver_with_the_context_current) {
   BOOST_TEST(live() == 0);
 }
 
+// True where a device is (a GPU, or the fake driver's "device" mode); otherwise the case says why
+// it is skipped.
+bool device_present() {
+  if (probe().reason == GPUPLUG_PROBE_AVAILABLE) return true;
+  BOOST_TEST_MESSAGE("skipped: no CUDA device (" << probe().message << ")");
+  return false;
+}
+
 // ---- a machine with an NVIDIA GPU -----------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(device_info_is_reported, *needs_device()) {
@@ -373,13 +381,10 @@ BOOST_AUTO_TEST_CASE(inspect_module_asks_the_driver_for_the_compute_capability) 
 }
 
 // Native handles (issue 19) through the core wherever a device is (a GPU, or the fake driver's
-// "device" mode). Host memory is refused, as it is on a GPU: the driver does not know it. The context is the retained primary context: the same for every backend of the
-// device.
+// "device" mode). Host memory is refused, as it is on a GPU: the driver does not know it. The
+// context is the retained primary context: the same for every backend of the device.
 BOOST_AUTO_TEST_CASE(native_handles_are_the_primary_context_and_cu_streams) {
-  if (probe().reason != GPUPLUG_PROBE_AVAILABLE) {
-    BOOST_TEST_MESSAGE("skipped: no CUDA device (" << probe().message << ")");
-    return;
-  }
+  if (!device_present()) return;
   gpuplug::PluginRegistry registry;
   registry.add_plugin_file(plugin_under_test());
   auto gpu = registry.create("cuda:0!");
@@ -415,10 +420,7 @@ BOOST_AUTO_TEST_CASE(native_handles_are_the_primary_context_and_cu_streams) {
 // knows its allocations): memory and a stream another party made on cuda:0 are imported, used,
 // and forgotten without being freed or destroyed.
 BOOST_AUTO_TEST_CASE(imports_of_driver_memory_and_streams) {
-  if (probe().reason != GPUPLUG_PROBE_AVAILABLE) {
-    BOOST_TEST_MESSAGE("skipped: no CUDA device (" << probe().message << ")");
-    return;
-  }
+  if (!device_present()) return;
   gpuplug::PluginRegistry registry;
   registry.add_plugin_file(plugin_under_test());
   auto gpu = registry.create("cuda:0!");
@@ -458,10 +460,7 @@ BOOST_AUTO_TEST_CASE(imports_of_driver_memory_and_streams) {
 // driver's "device" mode): device_memory_limit refuses the request in the shared ledger before
 // the driver is asked.
 BOOST_AUTO_TEST_CASE(memory_snapshot_scopes_and_out_of_memory_report_through_the_core) {
-  if (probe().reason != GPUPLUG_PROBE_AVAILABLE) {
-    BOOST_TEST_MESSAGE("skipped: no CUDA device (" << probe().message << ")");
-    return;
-  }
+  if (!device_present()) return;
   gpuplug::PluginRegistry registry;
   registry.add_plugin_file(plugin_under_test());
   auto gpu = registry.create("cuda:0!", {{"device_memory_limit", "1M"}, {"memory_history", "8"}});
