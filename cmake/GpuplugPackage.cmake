@@ -20,13 +20,7 @@ endif()
 list(TRANSFORM GPUPLUG_PUBLIC_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/include/gpuplug/
   OUTPUT_VARIABLE _gpuplug_headers)
 install(FILES ${_gpuplug_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpuplug)
-# The SDK's public headers: plugin_sdk.hpp and the two it includes by quoted name (so they sit
-# beside it); the ledger and module registry a hook may look things up in (Device::ledger,
-# Device::modules) with the three headers the ledger includes by quoted name. They include only
-# <gpuplug/abi.h>, each other and the standard library, never support/ (tests/unit/headers
-# compiles each on its own; tests/package/sdk uses them from the installed tree).
-set(GPUPLUG_SDK_HEADERS plugin_sdk.hpp failure.hpp streams.hpp ledger.hpp module_registry.hpp
-  flat_table.hpp interval_index.hpp spin_mutex.hpp)
+# The SDK's public headers (GPUPLUG_SDK_HEADERS, listed in plugins/common/CMakeLists.txt).
 list(TRANSFORM GPUPLUG_SDK_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/plugins/common/
   OUTPUT_VARIABLE _gpuplug_sdk_headers)
 install(FILES ${_gpuplug_sdk_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpuplug)
@@ -48,6 +42,8 @@ set(_gpuplug_author_docs plugin-authors.md architecture.md conformance.md kernel
 list(TRANSFORM _gpuplug_author_docs PREPEND ${PROJECT_SOURCE_DIR}/docs/)
 install(FILES ${_gpuplug_author_docs} DESTINATION ${CMAKE_INSTALL_DOCDIR})
 unset(_gpuplug_author_docs)
+# What changed, release by release, with a section for plugin authors (how to migrate).
+install(FILES ${PROJECT_SOURCE_DIR}/CHANGELOG.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
 # gpuplug::core and gpuplug::plugin_sdk (core/ and plugins/common/ add them to gpuplugTargets).
 install(EXPORT gpuplugTargets NAMESPACE gpuplug:: FILE gpuplugTargets.cmake

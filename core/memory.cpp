@@ -53,12 +53,12 @@ void GpuBackend::reset_peak() {
 }
 
 std::uint64_t GpuBackend::begin_memory_scope() {
-  throw Error(Status::unsupported, std::string(name()), "memory scope",
+  throw Error(Status::unsupported, std::string(name()), "begin_memory_scope",
               "not supported by the " + std::string(plugin_name()) + " backend");
 }
 
 MemoryScopeResult GpuBackend::end_memory_scope(std::uint64_t) {
-  throw Error(Status::unsupported, std::string(name()), "memory scope",
+  throw Error(Status::unsupported, std::string(name()), "end_memory_scope",
               "not supported by the " + std::string(plugin_name()) + " backend");
 }
 

@@ -282,20 +282,20 @@ void PluginBackend::memset(DevicePtr dst, std::uint8_t value, std::size_t bytes,
 
 Stream PluginBackend::create_stream() {
   std::uint64_t out = 0;
-  check(table_.stream_create(instance_, &out), "stream_create");
+  check(table_.stream_create(instance_, &out), "create_stream");
   return Stream{out};
 }
 
 void PluginBackend::destroy_stream(Stream stream) {
   if (stream.value == 0) {
-    throw Error(Status::invalid_argument, name_, "stream_destroy",
+    throw Error(Status::invalid_argument, name_, "destroy_stream",
                 "the default stream cannot be destroyed");
   }
-  check(table_.stream_destroy(instance_, stream.value), "stream_destroy");
+  check(table_.stream_destroy(instance_, stream.value), "destroy_stream");
 }
 
 void PluginBackend::synchronize(Stream stream) {
-  check(table_.stream_synchronize(instance_, stream.value), "stream_synchronize");
+  check(table_.stream_synchronize(instance_, stream.value), "synchronize");
 }
 
 void PluginBackend::synchronize() { check(table_.synchronize(instance_), "synchronize"); }
@@ -398,9 +398,9 @@ KernelHandle PluginBackend::kernel(std::string_view module, std::string_view fun
   const std::string m = c_name(module, "kernel", "module");
   const std::string f = c_name(func, "kernel", "function");
   std::uint64_t out = 0;
-  check(table_.get_function(instance_, m.c_str(), f.c_str(), &out), "get_function");
+  check(table_.get_function(instance_, m.c_str(), f.c_str(), &out), "kernel");
   if (out == 0) {
-    throw Error(Status::internal, name_, "get_function",
+    throw Error(Status::internal, name_, "kernel",
                 "the plugin returned a null handle for " + m + "::" + f);
   }
   return KernelHandle{out};
@@ -418,12 +418,12 @@ std::optional<DeviceSymbol> PluginBackend::device_symbol(std::string_view module
     // error): tell them apart on this cold path only.
     std::string why = last_error();
     if (!has_module(module)) {
-      throw Error(Status::not_found, name_, "get_global",
+      throw Error(Status::not_found, name_, "device_symbol",
                   why.empty() ? "module " + m + " not found" : why);
     }
     return std::nullopt;
   }
-  check(st, "get_global");
+  check(st, "device_symbol");
   return DeviceSymbol{DevicePtr{address}, static_cast<std::size_t>(size)};
 }
 

@@ -48,15 +48,15 @@ void PluginBackend::reset_peak() { check(optional_.ledger_reset_peak(*this), "re
 
 std::uint64_t PluginBackend::begin_memory_scope() {
   std::uint64_t scope = 0;
-  check(optional_.ledger_scope_begin(*this, &scope), "memory scope");
+  check(optional_.ledger_scope_begin(*this, &scope), "begin_memory_scope");
   if (scope == 0)
-    throw Error(Status::internal, name_, "memory scope", "the plugin returned scope 0");
+    throw Error(Status::internal, name_, "begin_memory_scope", "the plugin returned scope 0");
   return scope;
 }
 
 MemoryScopeResult PluginBackend::end_memory_scope(std::uint64_t scope) {
   MemoryScopeResult r;
-  check(optional_.ledger_scope_end(*this, scope, &r.peak_bytes, &r.net_bytes), "memory scope");
+  check(optional_.ledger_scope_end(*this, scope, &r.peak_bytes, &r.net_bytes), "end_memory_scope");
   return r;
 }
 

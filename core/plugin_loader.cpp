@@ -12,6 +12,7 @@
 #include <gpuplug/log.hpp>
 #include <gpuplug/support/c_string.hpp>
 #include <gpuplug/support/elf_image.hpp>
+#include <gpuplug/support/plugin_name.hpp>
 #include <gpuplug/support/regular_file.hpp>
 #include <map>
 #include <optional>
@@ -28,25 +29,13 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::string_view channel = "registry";
-constexpr std::string_view file_prefix = "libgpuplug-";
-constexpr std::string_view file_suffix = ".so";
 
 // A plausibility bound, so that a broken probe cannot make discovery describe billions of
 // devices; no machine has more than a few dozen GPUs.
 constexpr std::uint32_t kMaxDevicesPerPlugin = 1024;
 
 bool is_plugin_file_name(const fs::path& file) {
-  const std::string name = file.filename().string();
-  return name.size() > file_prefix.size() + file_suffix.size() && name.starts_with(file_prefix) &&
-         name.ends_with(file_suffix);
-}
-
-/// "libgpuplug-cuda.so" -> "cuda"; other names -> their stem. Used until the table names the
-/// plugin.
-std::string name_from_file(const fs::path& file) {
-  if (!is_plugin_file_name(file)) return file.stem().string();
-  const std::string name = file.filename().string();
-  return name.substr(file_prefix.size(), name.size() - file_prefix.size() - file_suffix.size());
+  return !support::plugin_name_of_file(file.filename().string()).empty();
 }
 
 // ---- the steps of load_plugin: each returns why it refuses the file, or nothing ---------------
@@ -57,8 +46,7 @@ std::string name_from_file(const fs::path& file) {
 std::optional<Refusal> check_elf(const fs::path& file) {
   std::string why;
   const auto file_handle = support::RegularFile::open(file, why);
-  if (!file_handle)
-    return Refusal{PluginReason::not_a_shared_object, "not a shared object: " + why};
+  if (!file_handle) return Refusal{PluginReason::not_a_regular_file, why};
   const auto head = file_handle->read_head(support::elf_header_size, why);
   if (!head) return Refusal{PluginReason::not_a_shared_object, "not a shared object: " + why};
   if (const auto verdict = support::validate_elf_header(*head, file_handle->size()); !verdict) {
@@ -259,12 +247,16 @@ std::string_view describe_stage(LoadStage s) noexcept {
   return "in an unknown step";
 }
 
+std::string name_from_file(const fs::path& file) {
+  const std::string base = file.filename().string();
+  const std::string_view name = support::plugin_name_of_file(base);
+  return name.empty() ? file.stem().string() : std::string(name);
+}
+
 std::optional<Refusal> preflight(const fs::path& file) {
   // Not a regular file first: it is refused by its type, without being opened.
   std::string why;
-  if (!support::RegularFile::open(file, why)) {
-    return Refusal{PluginReason::not_a_shared_object, "not a shared object: " + why};
-  }
+  if (!support::RegularFile::open(file, why)) return Refusal{PluginReason::not_a_regular_file, why};
   if (auto refusal = check_path_trust(file)) return refusal;
   return check_elf(file);
 }
@@ -298,8 +290,8 @@ PluginEntry load_plugin(const fs::path& file, const fs::path& canonical, StageHo
     e.loaded->table = table;
     probe(e.info, table, hook);
   } catch (const std::exception& ex) {
-    return refused(std::move(e), {PluginReason::not_a_shared_object,
-                                  std::string("could not be loaded: ") + ex.what()});
+    return refused(std::move(e),
+                   {PluginReason::load_failed, std::string("could not be loaded: ") + ex.what()});
   }
   if (hook != nullptr) hook(LoadStage::done);
   return e;

@@ -58,6 +58,10 @@ using StageHook = void (*)(LoadStage stage);
 std::vector<std::filesystem::path> plugin_candidates(const std::filesystem::path& where,
                                                      bool from_environment);
 
+/// The plugin's name as its file gives it: "libgpuplug-cuda.so" -> "cuda"; a file not named
+/// libgpuplug-<name>.so -> its stem. What the registry reports until the plugin's table names it.
+std::string name_from_file(const std::filesystem::path& file);
+
 /// The checks made before anything of `file` is loaded: a regular file (opened without blocking),
 /// a trusted path (check_path_trust), an ELF header for this machine (64 bytes read).
 std::optional<Refusal> preflight(const std::filesystem::path& file);

@@ -20,51 +20,42 @@ namespace gpuplug::detail {
 
 namespace {
 
-/// The required slots of the v1 table, by name; a null one makes the plugin unusable.
-std::string first_missing_slot(const gpuplug_plugin_v1& t) {
-  const std::array<std::pair<const char*, bool>, 24> slots{{
-      {"probe", t.probe != nullptr},
-      {"describe_device", t.describe_device != nullptr},
-      {"create", t.create != nullptr},
-      {"destroy", t.destroy != nullptr},
-      {"last_error", t.last_error != nullptr},
-      {"alloc", t.alloc != nullptr},
-      {"free", t.free != nullptr},
-      {"memory_info", t.memory_info != nullptr},
-      {"device_info", t.device_info != nullptr},
-      {"copy_h2d", t.copy_h2d != nullptr},
-      {"copy_d2h", t.copy_d2h != nullptr},
-      {"copy_d2d", t.copy_d2d != nullptr},
-      {"memset_d8", t.memset_d8 != nullptr},
-      {"stream_create", t.stream_create != nullptr},
-      {"stream_destroy", t.stream_destroy != nullptr},
-      {"stream_synchronize", t.stream_synchronize != nullptr},
-      {"synchronize", t.synchronize != nullptr},
-      {"load_module", t.load_module != nullptr},
-      {"has_module", t.has_module != nullptr},
-      {"get_function", t.get_function != nullptr},
-      {"get_global", t.get_global != nullptr},
-      {"launch", t.launch != nullptr},
-      {"ledger_stats", t.ledger_stats != nullptr},
-      {"sweep_unreleased", t.sweep_unreleased != nullptr},
-  }};
-  for (const auto& [name, present] : slots) {
-    if (!present) return name;
+/// The slot of `t` that `s` describes, as an untyped pointer (null when the plugin left it null).
+void* slot_pointer(const gpuplug_plugin_v1& t, const abi::SlotInfo& s) noexcept {
+  void* p = nullptr;
+  std::memcpy(&p, reinterpret_cast<const unsigned char*>(&t) + s.offset, sizeof p);
+  return p;
+}
+
+/// Whether `t` offers slot `s`: set, and for a slot whose group resolves together, its whole
+/// group set (a wait without a record cannot work, so a partial set of events is none).
+bool offers(const gpuplug_plugin_v1& t, const abi::SlotInfo& s) noexcept {
+  if (s.rule != abi::SlotRule::together) return slot_pointer(t, s) != nullptr;
+  return std::ranges::all_of(abi::slots, [&](const abi::SlotInfo& other) {
+    return other.group != s.group || other.rule != abi::SlotRule::together ||
+           slot_pointer(t, other) != nullptr;
+  });
+}
+
+/// The first required slot `t` leaves null, or "".
+std::string_view first_missing_slot(const gpuplug_plugin_v1& t) noexcept {
+  for (const abi::SlotInfo& s : abi::slots) {
+    if (s.rule == abi::SlotRule::required && slot_pointer(t, s) == nullptr) return s.name;
   }
   return {};
 }
 
 // ---- optional slots: forwarding thunks and the defaults abi.h states ----------------------------
 
-template <auto Slot, class... A>
-gpuplug_status_t forward(const PluginBackend& b, A... args) {
-  return (b.table().*Slot)(b.instance(), args...);
-}
-
-std::size_t forward_report(const PluginBackend& b, std::uint32_t top_n, char* buf,
-                           std::size_t size) {
-  return b.table().ledger_report(b.instance(), top_n, buf, size);
-}
+/// The thunk into the plugin's slot: the call with the PluginBackend's instance.
+template <auto Slot, class F = std::remove_cvref_t<decltype(std::declval<gpuplug_plugin_v1&>().*Slot)>>
+struct Forward;
+template <auto Slot, class R, class... A>
+struct Forward<Slot, R (*)(gpuplug_instance_t, A...)> {
+  static R call(const PluginBackend& b, A... args) {
+    return (b.table().*Slot)(b.instance(), args...);
+  }
+};
 
 [[noreturn]] void unsupported(const PluginBackend& b, std::string_view operation) {
   std::string why = "not supported by the " + std::string(b.plugin_name()) + " plugin";
@@ -98,20 +89,20 @@ gpuplug_status_t default_copy_async(const PluginBackend& b, Dst dst, Src src, st
 gpuplug_status_t default_copy_h2d_async(const PluginBackend& b, std::uint64_t dst, const void* src,
                                         std::uint64_t bytes, std::uint64_t stream) {
   return default_copy_async<&gpuplug_plugin_v1::copy_h2d>(b, dst, src, bytes, stream,
-                                                          "copy_h2d_async (stream_synchronize)");
+                                                          "copy_h2d_async");
 }
 
 gpuplug_status_t default_copy_d2h_async(const PluginBackend& b, void* dst, std::uint64_t src,
                                         std::uint64_t bytes, std::uint64_t stream) {
   return default_copy_async<&gpuplug_plugin_v1::copy_d2h>(b, dst, src, bytes, stream,
-                                                          "copy_d2h_async (stream_synchronize)");
+                                                          "copy_d2h_async");
 }
 
 gpuplug_status_t default_copy_d2d_async(const PluginBackend& b, std::uint64_t dst,
                                         std::uint64_t src, std::uint64_t bytes,
                                         std::uint64_t stream) {
   return default_copy_async<&gpuplug_plugin_v1::copy_d2d>(b, dst, src, bytes, stream,
-                                                          "copy_d2d_async (stream_synchronize)");
+                                                          "copy_d2d_async");
 }
 
 // Without a per-site report, summarise the ledger counters; same contract as the slot.
@@ -135,12 +126,12 @@ gpuplug_status_t default_ledger_reset_peak(const PluginBackend& b) {
 }
 
 gpuplug_status_t default_ledger_scope_begin(const PluginBackend& b, std::uint64_t*) {
-  unsupported(b, "memory scope");
+  unsupported(b, "begin_memory_scope");
 }
 
 gpuplug_status_t default_ledger_scope_end(const PluginBackend& b, std::uint64_t, std::uint64_t*,
                                           std::int64_t*) {
-  unsupported(b, "memory scope");
+  unsupported(b, "end_memory_scope");
 }
 
 // ABI 1.2 interop handles: a plugin without them has no native handles and imports nothing.
@@ -159,12 +150,14 @@ gpuplug_status_t default_import_stream(const PluginBackend& b, void*, std::uint6
   unsupported(b, "import_stream");
 }
 
-std::size_t forward_snapshot(const PluginBackend& b, char* buf, std::size_t size) {
-  return b.table().ledger_snapshot(b.instance(), buf, size);
-}
+// Defaults that leave the slot null: the caller takes another path (see OptionalSlots).
+constexpr std::nullptr_t default_ledger_snapshot = nullptr;
+constexpr std::nullptr_t default_copy_peer_async = nullptr;
+constexpr std::nullptr_t default_host_alloc_pinned = nullptr;
+constexpr std::nullptr_t default_host_free_pinned = nullptr;
 
 // A plugin without load_module_file (older than the slot, or one that keeps it null): the core
-// reads the file, as it did before the slot existed, and hands the plugin the bytes.
+// reads the file and hands the plugin the bytes.
 gpuplug_status_t default_load_module_file(const PluginBackend& b, const char* name,
                                           const char* path) {
   std::string why;
@@ -218,12 +211,6 @@ gpuplug_status_t default_event_elapsed_ms(const PluginBackend& b, std::uint64_t,
   events_unsupported(b, "elapsed_ms");
 }
 
-template <class Fn>
-void pick(Fn& slot, bool present, std::type_identity_t<Fn> forwarding,
-          std::type_identity_t<Fn> fallback) {
-  slot = present ? forwarding : fallback;
-}
-
 }  // namespace
 
 std::string abi_version_text(std::uint32_t v) {
@@ -232,18 +219,12 @@ std::string abi_version_text(std::uint32_t v) {
 
 std::size_t known_table_size(const gpuplug_plugin_v1& published) noexcept {
   // ABI-3: no further than struct_size, no further than this core's table (a later minor's extra
-  // slots are not ours to read, ABI-1), and no further than the version the table declares: a
-  // 1.0 table ends at load_module_file even when its struct_size says more, so that a plugin
-  // that answers "1.0" with a 1.1-sized table (a wrong size, as PJRT shipped twice) is never
-  // called through an event or inspect_module slot it did not promise.
+  // slots are not ours to read, ABI-1), and no further than the table of the minor it declares:
+  // a plugin that answers "1.0" with a larger struct_size (a wrong size, as PJRT shipped twice)
+  // is never called through a slot its minor did not have.
   std::size_t n = std::min<std::size_t>(published.struct_size, sizeof(gpuplug_plugin_v1));
-  if (GPUPLUG_ABI_MAJOR(published.abi_version) == GPUPLUG_ABI_VERSION_MAJOR &&
-      GPUPLUG_ABI_MINOR(published.abi_version) == 0)
-    n = std::min<std::size_t>(n, GPUPLUG_PLUGIN_V1_0_SIZE);
-  // Likewise a 1.1 table ends at inspect_module: no memory slot of 1.2 is read from it.
-  if (GPUPLUG_ABI_MAJOR(published.abi_version) == GPUPLUG_ABI_VERSION_MAJOR &&
-      GPUPLUG_ABI_MINOR(published.abi_version) == 1)
-    n = std::min<std::size_t>(n, GPUPLUG_PLUGIN_V1_1_SIZE);
+  if (GPUPLUG_ABI_MAJOR(published.abi_version) == GPUPLUG_ABI_VERSION_MAJOR)
+    n = std::min(n, abi::table_size_of_minor(GPUPLUG_ABI_MINOR(published.abi_version)));
   return n;
 }
 
@@ -289,69 +270,26 @@ std::optional<Refusal> check_name(const gpuplug_plugin_v1& table) {
 }
 
 std::optional<Refusal> check_required_slots(const gpuplug_plugin_v1& table) {
-  const std::string slot = first_missing_slot(table);
+  const std::string_view slot = first_missing_slot(table);
   if (slot.empty()) return std::nullopt;
   return Refusal{PluginReason::abi_mismatch, "plugin table breaks ABI " +
                                                  abi_version_text(GPUPLUG_ABI_VERSION) +
-                                                 ": required slot '" + slot + "' is null"};
+                                                 ": required slot '" + std::string(slot) + "' is null"};
 }
 
-// The one place where optional slots are null-checked.
+// The one place where optional slots are null-checked: every optional instance slot of the list.
 OptionalSlots resolve_optional_slots(const gpuplug_plugin_v1& t) noexcept {
-  using T = gpuplug_plugin_v1;
   OptionalSlots s{};
-  pick(s.alloc_managed, t.alloc_managed != nullptr, &forward<&T::alloc_managed>,
-       &default_alloc_managed);
-  pick(s.copy_h2d_async, t.copy_h2d_async != nullptr, &forward<&T::copy_h2d_async>,
-       &default_copy_h2d_async);
-  pick(s.copy_d2h_async, t.copy_d2h_async != nullptr, &forward<&T::copy_d2h_async>,
-       &default_copy_d2h_async);
-  pick(s.copy_d2d_async, t.copy_d2d_async != nullptr, &forward<&T::copy_d2d_async>,
-       &default_copy_d2d_async);
-  pick(s.unload_module, t.unload_module != nullptr, &forward<&T::unload_module>,
-       &default_unload_module);
-  pick(s.ledger_report, t.ledger_report != nullptr, &forward_report, &default_ledger_report);
-  // Appended after the first release: copy_table zeroed it when struct_size ends before it.
-  pick(s.load_module_file, t.load_module_file != nullptr, &forward<&T::load_module_file>,
-       &default_load_module_file);
-  // ABI 1.1, appended: zero in the copy of a 1.0 table. All seven or none: a plugin that fills
-  // only some of them has no usable events (a wait without a record cannot work), so a partial
-  // set is treated as none rather than failing later, operation by operation.
-  const bool events = t.event_create != nullptr && t.event_destroy != nullptr &&
-                      t.event_record != nullptr && t.stream_wait_event != nullptr &&
-                      t.event_synchronize != nullptr && t.event_query != nullptr &&
-                      t.event_elapsed_ms != nullptr;
-  pick(s.event_create, events, &forward<&T::event_create>, &default_event_create);
-  pick(s.event_destroy, events, &forward<&T::event_destroy>, &default_event_destroy);
-  pick(s.event_record, events, &forward<&T::event_record>, &default_event_record);
-  pick(s.stream_wait_event, events, &forward<&T::stream_wait_event>, &default_stream_wait_event);
-  pick(s.event_synchronize, events, &forward<&T::event_synchronize>, &default_event_synchronize);
-  pick(s.event_query, events, &forward<&T::event_query>, &default_event_query);
-  pick(s.event_elapsed_ms, events, &forward<&T::event_elapsed_ms>, &default_event_elapsed_ms);
-  // ABI 1.2, appended: zero in the copy of a 1.0 or 1.1 table. The snapshot stays null without
-  // the slot (PluginBackend then builds a partial one from ledger_stats); the scope slots come
-  // as a pair.
-  s.ledger_snapshot = t.ledger_snapshot != nullptr ? &forward_snapshot : nullptr;
-  pick(s.ledger_reset_peak, t.ledger_reset_peak != nullptr, &forward<&T::ledger_reset_peak>,
-       &default_ledger_reset_peak);
-  const bool scopes = t.ledger_scope_begin != nullptr && t.ledger_scope_end != nullptr;
-  pick(s.ledger_scope_begin, scopes, &forward<&T::ledger_scope_begin>,
-       &default_ledger_scope_begin);
-  pick(s.ledger_scope_end, scopes, &forward<&T::ledger_scope_end>, &default_ledger_scope_end);
-  // ABI 1.2 interop handles, each on its own (a plugin may offer handles without import).
-  pick(s.native_handles, t.native_handles != nullptr, &forward<&T::native_handles>,
-       &default_native_handles);
-  pick(s.native_pointer, t.native_pointer != nullptr, &forward<&T::native_pointer>,
-       &default_native_pointer);
-  pick(s.import_memory, t.import_memory != nullptr, &forward<&T::import_memory>,
-       &default_import_memory);
-  pick(s.import_stream, t.import_stream != nullptr, &forward<&T::import_stream>,
-       &default_import_stream);
-  // ABI 1.2 peer copies: no default to call, copy_peer takes another path when they are null.
-  pick(s.copy_peer_async, t.copy_peer_async != nullptr, &forward<&T::copy_peer_async>, nullptr);
-  const bool pinned = t.host_alloc_pinned != nullptr && t.host_free_pinned != nullptr;
-  pick(s.host_alloc_pinned, pinned, &forward<&T::host_alloc_pinned>, nullptr);
-  pick(s.host_free_pinned, pinned, &forward<&T::host_free_pinned>, nullptr);
+#define GPUPLUG_RESOLVE(P, name, minor, side, group, rule, absent) GPUPLUG_RESOLVE_##side##_##rule(name)
+#define GPUPLUG_RESOLVE_plugin_required(name)
+#define GPUPLUG_RESOLVE_plugin_optional(name)
+#define GPUPLUG_RESOLVE_lifetime_required(name)
+#define GPUPLUG_RESOLVE_instance_required(name)
+#define GPUPLUG_RESOLVE_instance_optional(name)                                           \
+  s.name = offers(t, *abi::find_slot(#name)) ? &Forward<&gpuplug_plugin_v1::name>::call \
+                                             : default_##name;
+#define GPUPLUG_RESOLVE_instance_together(name) GPUPLUG_RESOLVE_instance_optional(name)
+  GPUPLUG_ABI_SLOTS(GPUPLUG_RESOLVE, ~)
   return s;
 }
 

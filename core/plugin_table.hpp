@@ -4,6 +4,7 @@
 #pragma once
 
 #include <gpuplug/abi.h>
+#include <gpuplug/support/abi_slots.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -20,8 +21,8 @@ std::string abi_version_text(std::uint32_t version);
 
 /// How many bytes of a published table the core reads (docs/architecture.md, ABI-3): the
 /// smallest of its struct_size, sizeof(gpuplug_plugin_v1) (a later minor's table is accepted and
-/// only the prefix this core knows is used) and, for a table that declares ABI 1.0,
-/// GPUPLUG_PLUGIN_V1_0_SIZE (its struct_size is not trusted to cover slots 1.0 did not have).
+/// only the prefix this core knows is used) and, for a table that declares an older minor of
+/// ABI 1, that minor's table size (its struct_size is not trusted to cover slots it did not have).
 std::size_t known_table_size(const gpuplug_plugin_v1& published) noexcept;
 
 /// The plugin table as the core uses it: a copy of the first known_table_size() bytes the plugin
@@ -56,59 +57,34 @@ std::optional<Refusal> check_required_slots(const gpuplug_plugin_v1& table);
 
 class PluginBackend;
 
-/// The optional slots of abi.h, resolved once at construction: either a thunk into the plugin's
-/// slot or the default abi.h states. This is the one place where optional slots are null-checked.
+/// The type of the core's thunk for an instance slot of type `F`: the slot's own signature with
+/// the PluginBackend in place of the instance.
+template <class F>
+struct SlotThunk;
+template <class R, class... A>
+struct SlotThunk<R (*)(gpuplug_instance_t, A...)> {
+  using type = R (*)(const PluginBackend&, A...);
+};
+
+/// Every optional instance slot of abi.h (the rows of GPUPLUG_ABI_SLOTS that are not required),
+/// resolved once at construction: a thunk into the plugin's slot when the table has it (for a
+/// `together` slot: when it has its whole group), else the default abi.h states (the core's
+/// default_<slot> in plugin_table.cpp). A null member means the caller takes another path
+/// (ledger_report: alloc_report summarises ledger_stats; ledger_snapshot: a partial snapshot;
+/// copy_peer_async and the pinned pair: copy_peer stages through host memory). This is the one
+/// place where optional slots are null-checked.
 struct OptionalSlots {
-  gpuplug_status_t (*alloc_managed)(const PluginBackend&, std::uint64_t, const char*,
-                                    std::uint64_t*);
-  gpuplug_status_t (*copy_h2d_async)(const PluginBackend&, std::uint64_t, const void*,
-                                     std::uint64_t, std::uint64_t);
-  gpuplug_status_t (*copy_d2h_async)(const PluginBackend&, void*, std::uint64_t, std::uint64_t,
-                                     std::uint64_t);
-  gpuplug_status_t (*copy_d2d_async)(const PluginBackend&, std::uint64_t, std::uint64_t,
-                                     std::uint64_t, std::uint64_t);
-  gpuplug_status_t (*unload_module)(const PluginBackend&, const char*);
-  /// nullptr: the plugin has no per-site report (alloc_report then summarises ledger_stats).
-  std::size_t (*ledger_report)(const PluginBackend&, std::uint32_t, char*, std::size_t);
-  /// (name, path): the plugin's slot when its struct_size covers it and it is set; else the core
-  /// reads the file (Error(invalid_argument) naming module, file and reason when it cannot) and
-  /// calls load_module with the bytes.
-  gpuplug_status_t (*load_module_file)(const PluginBackend&, const char*, const char*);
-
-  // ABI 1.1 events. A plugin without them (a 1.0 plugin: copy_table zeroed them) gets defaults
-  // that throw Error(unsupported) "events are not supported by the <plugin> plugin (ABI 1.0 ...)"
-  // naming the operation.
-  gpuplug_status_t (*event_create)(const PluginBackend&, std::uint64_t*);
-  gpuplug_status_t (*event_destroy)(const PluginBackend&, std::uint64_t);
-  gpuplug_status_t (*event_record)(const PluginBackend&, std::uint64_t, std::uint64_t);
-  gpuplug_status_t (*stream_wait_event)(const PluginBackend&, std::uint64_t, std::uint64_t);
-  gpuplug_status_t (*event_synchronize)(const PluginBackend&, std::uint64_t);
-  gpuplug_status_t (*event_query)(const PluginBackend&, std::uint64_t, std::int32_t*);
-  gpuplug_status_t (*event_elapsed_ms)(const PluginBackend&, std::uint64_t, std::uint64_t, float*);
-
-  // ABI 1.2 memory slots. nullptr ledger_snapshot: the plugin predates it (memory_snapshot is
-  // then partial, from ledger_stats). The others default to Error(unsupported) naming the ABI.
-  std::size_t (*ledger_snapshot)(const PluginBackend&, char*, std::size_t);
-  gpuplug_status_t (*ledger_reset_peak)(const PluginBackend&);
-  gpuplug_status_t (*ledger_scope_begin)(const PluginBackend&, std::uint64_t*);
-  gpuplug_status_t (*ledger_scope_end)(const PluginBackend&, std::uint64_t, std::uint64_t*,
-                                       std::int64_t*);
-
-  // ABI 1.2 interop handles. A plugin without one gets a default that throws Error(unsupported)
-  // naming the operation and the plugin.
-  gpuplug_status_t (*native_handles)(const PluginBackend&, std::uint64_t,
-                                     gpuplug_native_handles_t*);
-  gpuplug_status_t (*native_pointer)(const PluginBackend&, std::uint64_t, void**);
-  gpuplug_status_t (*import_memory)(const PluginBackend&, void*, std::uint64_t, const char*,
-                                    std::uint64_t*);
-  gpuplug_status_t (*import_stream)(const PluginBackend&, void*, std::uint64_t*);
-  // ABI 1.2 peer copies. nullptr copy_peer_async: the plugin has no peer copy of its own
-  // (copy_peer stages through host memory); nullptr pinned slots (they come as a pair): copy_peer
-  // stages through pageable memory.
-  gpuplug_status_t (*copy_peer_async)(const PluginBackend&, std::uint64_t, gpuplug_instance_t,
-                                      std::uint64_t, std::uint64_t, std::uint64_t);
-  gpuplug_status_t (*host_alloc_pinned)(const PluginBackend&, std::uint64_t, void**);
-  gpuplug_status_t (*host_free_pinned)(const PluginBackend&, void*);
+#define GPUPLUG_OPTIONAL_MEMBER(P, name, minor, side, group, rule, absent) \
+  GPUPLUG_OPTIONAL_MEMBER_##side##_##rule(name)
+#define GPUPLUG_OPTIONAL_MEMBER_plugin_required(name)
+#define GPUPLUG_OPTIONAL_MEMBER_plugin_optional(name)
+#define GPUPLUG_OPTIONAL_MEMBER_lifetime_required(name)
+#define GPUPLUG_OPTIONAL_MEMBER_instance_required(name)
+#define GPUPLUG_OPTIONAL_MEMBER_instance_optional(name) \
+  typename SlotThunk<decltype(gpuplug_plugin_v1::name)>::type name;
+#define GPUPLUG_OPTIONAL_MEMBER_instance_together(name) \
+  GPUPLUG_OPTIONAL_MEMBER_instance_optional(name)
+  GPUPLUG_ABI_SLOTS(GPUPLUG_OPTIONAL_MEMBER, ~)
 };
 
 /// Thunks for the slots `table` fills, the defaults of abi.h for those it leaves null.

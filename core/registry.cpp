@@ -74,6 +74,10 @@ std::string_view to_string(PluginReason r) noexcept {
       return "timed_out";
     case PluginReason::untrusted_path:
       return "untrusted_path";
+    case PluginReason::not_a_regular_file:
+      return "not_a_regular_file";
+    case PluginReason::load_failed:
+      return "load_failed";
   }
   return "unknown";
 }
@@ -221,16 +225,12 @@ std::vector<PluginEntry> probe_all(const std::vector<std::pair<fs::path, fs::pat
     const auto& [file, canonical] = candidates[i];
     PluginEntry& e = entries[i];
     e.info.path = file;
-    e.info.name = file.stem().string();
+    e.info.name = detail::name_from_file(file);
     e.canonical = canonical;
     if (auto why = detail::preflight(file)) {
       e.info.state = PluginState::failed;
       e.info.reason = why->reason;
       e.info.message = std::move(why->message);
-      const std::string stem = file.filename().string();
-      if (stem.starts_with("libgpuplug-") && stem.ends_with(".so") && stem.size() > 14) {
-        e.info.name = stem.substr(11, stem.size() - 14);
-      }
       continue;
     }
     jobs.push_back({file, canonical});

@@ -17,12 +17,12 @@
  *    host never reads past struct_size.
  *  - Slots marked (optional) may be null; the core checks them in one place and
  *    uses the stated default.
- *  - Slots appended after the first release are all optional: load_module_file
- *    (appended within 1.0), the events and inspect_module of ABI 1.1, then the
- *    memory snapshot, interop handle and peer copy slots of ABI 1.2. A
- *    plugin built before them publishes a struct_size that ends before them
- *    (GPUPLUG_PLUGIN_V1_MIN_SIZE, GPUPLUG_PLUGIN_V1_0_SIZE, GPUPLUG_PLUGIN_V1_1_SIZE); the host reads them
- *    as null and uses their defaults. Fields appended to gpuplug_device_info_t
+ *  - Slots appended after the first release are all optional: load_module_file,
+ *    the events and inspect_module of ABI 1.1, then the memory snapshot,
+ *    interop handle and peer copy slots of ABI 1.2. A plugin built before them
+ *    publishes a struct_size that ends before them (GPUPLUG_PLUGIN_V1_0_SIZE,
+ *    GPUPLUG_PLUGIN_V1_1_SIZE); the host reads them as null and uses their
+ *    defaults, and never reads a table past the slots of the minor it declares. Fields appended to gpuplug_device_info_t
  *    follow the same rule through its struct_size. The numbered compatibility
  *    rules (ABI-1 ...) are in docs/architecture.md.
  *  - Device pointers, functions and streams are opaque 64-bit values; 0 is null
@@ -293,7 +293,8 @@ typedef struct gpuplug_plugin_v1 {
   gpuplug_status_t (*sweep_unreleased)(gpuplug_instance_t inst,
                                        gpuplug_ledger_stats_t* swept); /* frees every live allocation, logs a warning */
 
-  /* ---- appended after the first release: optional, and read only when struct_size covers them */
+  /* ---- ABI 1.1: optional, read only from a table that declares 1.1 or later and whose
+   * struct_size covers them. */
 
   /* Loads the module file at `path` (NUL-terminated; the core passes an absolute, normalized
    * path) under `name`, as load_module does (a name already loaded = INVALID_ARGUMENT). A plugin
@@ -302,7 +303,7 @@ typedef struct gpuplug_plugin_v1 {
    * (optional) defaults to the core reading the file + load_module (the module has no $ORIGIN). */
   gpuplug_status_t (*load_module_file)(gpuplug_instance_t inst, const char* name, const char* path);
 
-  /* ---- ABI 1.1: events. All optional: a null slot is UNSUPPORTED ("events are not supported by
+  /* ABI 1.1 events. All optional: a null slot is UNSUPPORTED ("events are not supported by
    * the <name> plugin"), which is what a host sees of a 1.0 plugin. An event is an opaque 64-bit
    * value of one instance, never 0. A foreign, destroyed or never-created event is
    * INVALID_ARGUMENT naming the event and the operation; stream arguments as for the other slots
@@ -349,7 +350,7 @@ typedef struct gpuplug_plugin_v1 {
   gpuplug_status_t (*ledger_scope_end)(gpuplug_instance_t inst, uint64_t scope, uint64_t* peak_bytes,
                                        int64_t* net_bytes);
 
-  /* ---- ABI 1.2: interop handles (issue 19). All optional: a null slot is UNSUPPORTED. The
+  /* ---- ABI 1.2: interop handles. All optional: a null slot is UNSUPPORTED. The
    * lifetimes of what they hand out are in docs/interop.md. */
   /* The native handles of `stream` (0: the default stream; a stream not live is
    * INVALID_ARGUMENT). out->struct_size is set by the caller; the plugin writes what fits. */
@@ -371,7 +372,7 @@ typedef struct gpuplug_plugin_v1 {
    * of the instance. stream_destroy of *out waits for the work queued on it and forgets it,
    * never destroying the native stream; so does destroy. */
   gpuplug_status_t (*import_stream)(gpuplug_instance_t inst, void* native_stream, uint64_t* out);
-  /* ---- ABI 1.2: peer copies (issue 19). All optional; docs/interop.md. */
+  /* ---- ABI 1.2: peer copies. All optional; docs/interop.md. */
   /* Queues a copy of `bytes` from `src` on instance `src_inst` to `dst` on `dst_inst` on
    * dst_inst's `stream` (0: its default stream): the vendor's own peer copy (cuMemcpyPeerAsync,
    * hipMemcpyPeerAsync; host: memcpy). Both instances are this plugin's, made by its create:
@@ -401,9 +402,10 @@ typedef struct gpuplug_plugin_v1 {
  * table of the first release). A plugin built before a slot was appended publishes this smaller
  * struct_size and keeps loading; the host then uses the slot's default. */
 #define GPUPLUG_PLUGIN_V1_MIN_SIZE (offsetof(gpuplug_plugin_v1, sweep_unreleased) + sizeof(void*))
-/* The table of ABI 1.0 as it shipped, load_module_file included (the 1.0 header's sizeof): what a
- * 1.1 plugin answers to a host that speaks 1.0. */
-#define GPUPLUG_PLUGIN_V1_0_SIZE (offsetof(gpuplug_plugin_v1, load_module_file) + sizeof(void*))
+/* The table of ABI 1.0 as it shipped (the 1.0 header's sizeof, up to sweep_unreleased): what a
+ * later plugin answers to a host that speaks 1.0, and the most a host reads of a table that
+ * declares 1.0, whatever its struct_size says. */
+#define GPUPLUG_PLUGIN_V1_0_SIZE (offsetof(gpuplug_plugin_v1, sweep_unreleased) + sizeof(void*))
 /* The table of ABI 1.1: what a 1.2 plugin answers to a host that speaks 1.1. */
 #define GPUPLUG_PLUGIN_V1_1_SIZE (offsetof(gpuplug_plugin_v1, inspect_module) + sizeof(void*))
 /* The table of ABI 1.2. */

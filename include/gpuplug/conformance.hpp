@@ -153,6 +153,13 @@ class Context {
   /// --modules DIR`), else the plugin's own kernel folder. Skip when neither holds one, naming
   /// where it looked; a load error propagates (the case fails with it).
   void load_module(GpuBackend& gpu, std::string_view module);
+  /// The ABI version the plugin under test answered this core with (its table's abi_version;
+  /// GPUPLUG_MAKE_VERSION(major, minor)).
+  std::uint32_t plugin_abi_version() const;
+  /// Skips, naming `convention` and both versions, when the plugin declares an ABI older than
+  /// 1.<minor>: a convention introduced with 1.<minor> (the `<func>_args` sizes of 1.1, say) does
+  /// not bind a plugin built before it.
+  void require_abi_minor(std::uint32_t minor, std::string_view convention) const;
   /// Adds a remark shown with the result (e.g. "RSS not checked under ThreadSanitizer").
   void note(std::string text);
   const std::vector<std::string>& notes() const noexcept { return notes_; }

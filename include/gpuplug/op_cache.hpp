@@ -22,7 +22,7 @@ namespace gpuplug {
 class GpuBackend;
 
 /// Thread-safety: every member except `release` (and destruction) may run concurrently with
-/// every other. `release` needs exclusive use of the cache, as the seed's `&mut self` did.
+/// every other. `release` needs exclusive use of the cache: it frees what a concurrent hit may return.
 /// Hot path: a hit takes no lock, does no atomic read-modify-write, allocates nothing and never
 /// throws; only a miss may lock. Keys are copied on insert. Design: docs/opcache.md.
 ///
@@ -91,7 +91,7 @@ class OpCache final : public ModelResource<GpuBackend> {
   /// Error(invalid_argument) when the cache is bound to another backend.
   DevicePtr scratch(GpuBackend& gpu, std::string_view tag, std::size_t bytes) {
     // Inline so that the hit is a leaf call: the caller, not the lookup, keeps the arguments
-    // for the miss, and the lookup saves no registers (docs/PERFORMANCE.md, issue 14).
+    // for the miss, and the lookup saves no registers (docs/PERFORMANCE.md).
     const DevicePtr hit = scratch_hit(gpu, tag, bytes);
     return hit ? hit : scratch_miss(gpu, tag, bytes);
   }

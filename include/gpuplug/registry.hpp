@@ -46,6 +46,8 @@ enum class PluginReason {
   exited,          // the isolated probe exited before it sent a complete record
   timed_out,       // the isolated probe did not answer in time and was killed
   untrusted_path,  // the file or a folder above it can be changed by another user
+  not_a_regular_file,  // a directory, FIFO or device, or a file that cannot be opened
+  load_failed,         // loading stopped with an error of the core's own (out of memory, ...)
 };
 
 std::string_view to_string(PluginState s) noexcept;

@@ -7,6 +7,7 @@
 #include <new>
 
 #include "events.hpp"
+#include "gpuplug/support/abi_slots.hpp"
 #include "gpuplug/support/c_string.hpp"
 #include "gpuplug/support/escape.hpp"
 #include "gpuplug/support/failures.hpp"
@@ -374,7 +375,7 @@ gpuplug_status_t slot_load_module(gpuplug_instance_t inst, const char* name, con
   });
 }
 
-gpuplug_status_t slot_load_module_file(gpuplug_instance_t inst, const char* name,
+[[maybe_unused]] gpuplug_status_t slot_load_module_file(gpuplug_instance_t inst, const char* name,
                                        const char* path) noexcept {
   return guarded(inst, "load_module_file", [&](Device& d) {
     GPUPLUG_EXPECTS(name != nullptr && path != nullptr, GPUPLUG_STATUS_INVALID_ARGUMENT,
@@ -668,99 +669,26 @@ gpuplug_status_t create_with(const PluginHooks& hooks, std::uint32_t ordinal,
   }
 }
 
-void fill_instance_slots(gpuplug_plugin_v1& t) noexcept {
-  t.destroy = &slot_destroy;
-  t.last_error = &slot_last_error;
-  t.alloc = &slot_alloc;
-  t.alloc_managed = &slot_alloc_managed;
-  t.free = &slot_free;
-  t.memory_info = &slot_memory_info;
-  t.device_info = &slot_device_info;
-  t.copy_h2d = &slot_copy_h2d;
-  t.copy_d2h = &slot_copy_d2h;
-  t.copy_d2d = &slot_copy_d2d;
-  t.copy_h2d_async = &slot_copy_h2d_async;
-  t.copy_d2h_async = &slot_copy_d2h_async;
-  t.copy_d2d_async = &slot_copy_d2d_async;
-  t.memset_d8 = &slot_memset_d8;
-  t.stream_create = &slot_stream_create;
-  t.stream_destroy = &slot_stream_destroy;
-  t.stream_synchronize = &slot_stream_synchronize;
-  t.synchronize = &slot_synchronize;
-  t.load_module = &slot_load_module;
-  t.unload_module = &slot_unload_module;
-  t.has_module = &slot_has_module;
-  t.get_function = &slot_get_function;
-  t.get_global = &slot_get_global;
-  t.launch = &slot_launch;
-  t.ledger_stats = &slot_ledger_stats;
-  t.ledger_report = &slot_ledger_report;
-  t.sweep_unreleased = &slot_sweep_unreleased;
-  t.load_module_file = &slot_load_module_file;
-#if GPUPLUG_ABI_VERSION_MINOR >= 1
-  t.event_create = &slot_event_create;
-  t.event_destroy = &slot_event_destroy;
-  t.event_record = &slot_event_record;
-  t.stream_wait_event = &slot_stream_wait_event;
-  t.event_synchronize = &slot_event_synchronize;
-  t.event_query = &slot_event_query;
-  t.event_elapsed_ms = &slot_event_elapsed_ms;
-#endif
-#if GPUPLUG_ABI_VERSION_MINOR >= 2
-  t.ledger_snapshot = &slot_ledger_snapshot;
-  t.ledger_reset_peak = &slot_ledger_reset_peak;
-  t.ledger_scope_begin = &slot_ledger_scope_begin;
-  t.ledger_scope_end = &slot_ledger_scope_end;
-  t.native_handles = &slot_native_handles;
-  t.native_pointer = &slot_native_pointer;
-  t.import_memory = &slot_import_memory;
-  t.import_stream = &slot_import_stream;
-#endif
-}
+// The slots a Device serves, from the one slot list: every instance slot and destroy get the
+// SDK's slot_<name>; the peer copy and pinned slots only for a plugin that declares peer_copies.
+#define GPUPLUG_SDK_SLOT(P, name, minor, side, group, rule, absent) GPUPLUG_SDK_SLOT_##side(name, group)
+#define GPUPLUG_SDK_SLOT_plugin(name, group)
+#define GPUPLUG_SDK_SLOT_lifetime(name, group) GPUPLUG_SDK_SLOT_instance(name, group)
+#define GPUPLUG_SDK_SLOT_instance(name, group)                           \
+  if constexpr (is_peer_group(abi::SlotGroup::group) == peer) t.name = &slot_##name;
 
-void fill_peer_slots([[maybe_unused]] gpuplug_plugin_v1& t) noexcept {
-#if GPUPLUG_ABI_VERSION_MINOR >= 2
-  t.copy_peer_async = &slot_copy_peer_async;
-  t.host_alloc_pinned = &slot_host_alloc_pinned;
-  t.host_free_pinned = &slot_host_free_pinned;
-#endif
+namespace {
+constexpr bool is_peer_group(abi::SlotGroup g) noexcept {
+  return g == abi::SlotGroup::peer || g == abi::SlotGroup::pinned;
 }
+template <bool peer>
+void fill_slots(gpuplug_plugin_v1& t) noexcept {
+  GPUPLUG_ABI_SLOTS(GPUPLUG_SDK_SLOT, ~)
+}
+}  // namespace
 
-gpuplug_plugin_v1 make_table_v1_0(const gpuplug_plugin_v1& full) noexcept {
-  gpuplug_plugin_v1 t = full;
-#if GPUPLUG_ABI_VERSION_MINOR >= 1
-  t.struct_size = static_cast<std::uint32_t>(plugin_v1_0_size);
-  t.abi_version = GPUPLUG_MAKE_VERSION(1, 0);
-  // Every byte past the 1.0 table zero: a slot appended later (the events, inspect_module, and
-  // whatever comes after them) is not there for a 1.0 host, whatever it reads.
-  std::memset(reinterpret_cast<unsigned char*>(&t) + plugin_v1_0_size, 0,
-              sizeof t - plugin_v1_0_size);
-#endif
-  return t;
-}
+void fill_instance_slots(gpuplug_plugin_v1& t) noexcept { fill_slots<false>(t); }
 
-gpuplug_plugin_v1 make_table_v1_1(const gpuplug_plugin_v1& full) noexcept {
-  gpuplug_plugin_v1 t = full;
-#if GPUPLUG_ABI_VERSION_MINOR >= 2
-  constexpr std::size_t size = GPUPLUG_PLUGIN_V1_1_SIZE;
-  t.struct_size = static_cast<std::uint32_t>(size);
-  t.abi_version = GPUPLUG_MAKE_VERSION(1, 1);
-  std::memset(reinterpret_cast<unsigned char*>(&t) + size, 0, sizeof t - size);
-#endif
-  return t;
-}
-
-const gpuplug_plugin_v1* negotiate(const gpuplug_plugin_v1* full, const gpuplug_plugin_v1* v1_0,
-                                   const gpuplug_plugin_v1* v1_1,
-                                   std::uint32_t host_abi_version) noexcept {
-  // ABI-4: the highest version both share. Within major 1 that is the host's minor when it is
-  // below ours (the views of `full` for 1.0 and 1.1). Another major gets ours, and that host
-  // refuses it naming both versions (ABI-5).
-  if (GPUPLUG_ABI_MAJOR(host_abi_version) != GPUPLUG_ABI_MAJOR(full->abi_version)) return full;
-  const std::uint32_t minor = GPUPLUG_ABI_MINOR(host_abi_version);
-  if (minor == 0) return v1_0;
-  if (minor == 1 && GPUPLUG_ABI_MINOR(full->abi_version) > 1) return v1_1;
-  return full;
-}
+void fill_peer_slots(gpuplug_plugin_v1& t) noexcept { fill_slots<true>(t); }
 
 }  // namespace gpuplug::sdk::detail

@@ -27,18 +27,18 @@
 // One SDK, every header of the major. The SDK compiles against the current <gpuplug/abi.h> (ABI
 // 1.2), against the frozen 1.1 header (tests/abi/v1_1) and against the frozen 1.0 header
 // (tests/abi/v1_0/gpuplug/abi.h), which the ABI skew tests put first on the include path to
-// build a real 1.0 plugin (tests/abi). The same holds for 1.2 with `>= 2` (the memory slots of
-// fill_instance_slots, make_table_v1_1). Whatever uses a slot, field
-// or macro that ABI 1.1 added (the event slots, inspect_module, the identity fields of
-// gpuplug_device_info_t, GPUPLUG_PLUGIN_V1_0_SIZE, ...) sits inside
+// build a real 1.0 plugin (tests/abi). The slots it fills come from the one slot list
+// (support/gpuplug/support/abi_slots.hpp), whose rows of a minor exist only when the header has
+// that minor. Whatever else uses a slot, field or macro that a later minor added (the identity
+// fields of gpuplug_device_info_t, gpuplug_native_handles_t, GPUPLUG_PLUGIN_V1_1_SIZE, ...) sits
+// inside
 //     #if GPUPLUG_ABI_VERSION_MINOR >= 1
 //       ... 1.1 only ...
 //     #endif
-// kept as local as it can be: around the statement that fills the slot or field (as in
-// fill_instance_slots and make_table_v1_0), not around whole hooks, so that a vendor hook written
-// for 1.1 (vendor_event_create, ...) still compiles in a 1.0 build; a slot function that only a
-// 1.1 table points to is then unused, so mark it [[maybe_unused]] (or guard it with the slot).
-// Built against 1.0, the table simply ends at load_module_file, and hosts use the defaults of
+// kept as local as it can be: around the statement that uses it, not around whole hooks, so that
+// a vendor hook written for 1.1 (vendor_event_create, ...) still compiles in a 1.0 build; a slot
+// function that only a later table points to is then unused, so mark it [[maybe_unused]] (or
+// guard it). Built against 1.0, the table ends at sweep_unreleased, and hosts use the defaults of
 // docs/architecture.md (ABI-2) for the rest. tests/abi builds the SDK from this target's own
 // sources against the frozen headers, so a guard that is missing fails the build there.
 // clang-format on
@@ -363,164 +363,7 @@ class Device {
   bool shut_down_ = false;
 };
 
-namespace detail {
-/// What GPUPLUG_DEFINE_PLUGIN gathers from a plugin description struct.
-struct PluginHooks {
-  const char* name;
-  const char* vendor;
-  const char* version;
-  void (*probe)(gpuplug_probe_result_t&);
-  void (*describe_device)(std::uint32_t, gpuplug_device_info_t&);
-  std::unique_ptr<Device> (*create)(const DeviceConfig&);
-  std::span<const std::string_view> extra_options;
-  const gpuplug_probe_result_t& (*probed)() noexcept;  // the probe's result, run once
-  /// P::inspect_module when P has one, else null (the table's slot then stays null).
-  void (*inspect_module)(std::uint32_t, std::span<const std::byte>, ModuleInspection&) = nullptr;
-};
-
-/// Runs a plugin's probe hook and normalises its result (a thrown exception is PROBE_ERROR with
-/// the reason, device_count is 0 unless available, the message is terminated). Never throws.
-gpuplug_probe_result_t run_probe(void (*probe)(gpuplug_probe_result_t&)) noexcept;
-
-/// The one place that decides whether `ordinal` is a usable device of a plugin: its probe (run
-/// once) must have found the driver and more than `ordinal` devices. Failure(UNAVAILABLE) naming
-/// the reason otherwise. describe_device and create run after it; vendors do not check again.
-void require_device(const PluginHooks& hooks, std::uint32_t ordinal);
-
-/// P's probe result: probed on the first call, then kept for the process's life, so that
-/// probe, describe_device and create all see the same devices. Trivially destructible.
-template <class P>
-const gpuplug_probe_result_t& probed_once() noexcept {
-  static const gpuplug_probe_result_t result = run_probe(&P::probe);
-  return result;
-}
-
-// Plugin-level slots, run against one plugin's hooks; each catches everything (plugin_sdk.cpp).
-gpuplug_status_t probe_with(const PluginHooks& hooks, gpuplug_probe_result_t* out) noexcept;
-/// On failure `out->name` holds the reason (the rest of *out is zeroed): the ABI slot has no
-/// error buffer, and the message must not be lost.
-gpuplug_status_t describe_with(const PluginHooks& hooks, std::uint32_t ordinal,
-                               gpuplug_device_info_t* out) noexcept;
-gpuplug_status_t create_with(const PluginHooks& hooks, std::uint32_t ordinal,
-                             const gpuplug_option_t* options, std::uint32_t option_count,
-                             const gpuplug_host_services_t* services, gpuplug_instance_t* out,
-                             char* error, std::size_t error_size) noexcept;
-#if GPUPLUG_ABI_VERSION_MINOR >= 1
-/// The inspect_module slot for a plugin whose hooks have one (inspect.cpp): checks `out` (null or
-/// a struct_size below the 1.1 struct: INVALID_ARGUMENT, nothing written), the image (null,
-/// empty: INVALID_IMAGE; larger than 4 GiB: INVALID_ARGUMENT) and the ordinal (require_device),
-/// runs the hook and writes its answer; a failure's message goes to out->reason.
-gpuplug_status_t inspect_with(const PluginHooks& hooks, std::uint32_t ordinal, const void* image,
-                              std::uint64_t size, gpuplug_module_inspection_t* out) noexcept;
-#endif
-/// Whether P has an inspect_module hook with the SDK's signature.
-template <class P>
-inline constexpr bool has_inspect_hook =
-    requires(std::uint32_t o, std::span<const std::byte> i, ModuleInspection& m) {
-      P::inspect_module(o, i, m);
-    };
-/// P::inspect_module when P has one, else null. (make_table tests has_inspect_hook, not this
-/// pointer: GCC does not fold a function address compared with null under -fsanitize=undefined.)
-template <class P>
-constexpr auto inspect_hook_of() noexcept
-    -> void (*)(std::uint32_t, std::span<const std::byte>, ModuleInspection&) {
-  if constexpr (has_inspect_hook<P>) {
-    return &P::inspect_module;
-  } else {
-    return nullptr;
-  }
-}
-/// `<folder of the plugin .so>/../kernels/<plugin_name>`, found with dladdr (options.cpp); empty
-/// when the SDK cannot find its own file.
-std::filesystem::path default_modules_dir(const char* plugin_name);
-/// Fills every slot that takes an instance (no per-plugin state: the instance is a Device),
-/// except the peer copy slots.
-void fill_instance_slots(gpuplug_plugin_v1& table) noexcept;
-/// Fills copy_peer_async, host_alloc_pinned and host_free_pinned (ABI 1.2; a no-op against an
-/// older header): for a plugin that declares peer_copies (has_peer_copies).
-void fill_peer_slots(gpuplug_plugin_v1& table) noexcept;
-/// Whether P declares `static constexpr bool peer_copies = true;`.
-template <class P>
-inline constexpr bool has_peer_copies = requires { requires P::peer_copies; };
-/// The size of the ABI 1.0 table in the header this SDK is compiled against: the macro of the
-/// 1.1 header, the 1.0 header's own sizeof (which has no such macro).
-#if GPUPLUG_ABI_VERSION_MINOR >= 1
-inline constexpr std::size_t plugin_v1_0_size = GPUPLUG_PLUGIN_V1_0_SIZE;
-#else
-inline constexpr std::size_t plugin_v1_0_size = sizeof(gpuplug_plugin_v1);
-#endif
-
-/// `full` as a host that speaks ABI 1.0 must see it (docs/architecture.md, ABI-4): abi_version
-/// 1.0, struct_size GPUPLUG_PLUGIN_V1_0_SIZE, and every slot appended after 1.0 null, so that
-/// nothing past the 1.0 table is there to be read even by a host that ignores struct_size.
-/// Compiled against the 1.0 header it is `full` itself.
-gpuplug_plugin_v1 make_table_v1_0(const gpuplug_plugin_v1& full) noexcept;
-/// The same for a host of ABI 1.1: abi_version 1.1, struct_size GPUPLUG_PLUGIN_V1_1_SIZE, the
-/// slots of 1.2 null. Compiled against a header older than 1.2 it is `full` itself.
-gpuplug_plugin_v1 make_table_v1_1(const gpuplug_plugin_v1& full) noexcept;
-
-/// The table to hand to a host speaking `host_abi_version` (ABI-4: the highest version both
-/// share): `v1_0` to a host of 1.0, `v1_1` to a host of 1.1, `full` (ours) to a host of a later
-/// 1.x minor. A host of another
-/// major gets `full` too: it refuses a table whose major is not its own and names both versions,
-/// which says more than a null table ("shares no ABI version") would.
-const gpuplug_plugin_v1* negotiate(const gpuplug_plugin_v1* full, const gpuplug_plugin_v1* v1_0,
-                                   const gpuplug_plugin_v1* v1_1,
-                                   std::uint32_t host_abi_version) noexcept;
-
-template <class P>
-inline constexpr PluginHooks hooks_of{P::name,
-                                      P::vendor,
-                                      P::version,
-                                      &P::probe,
-                                      &P::describe_device,
-                                      &P::create,
-                                      std::span<const std::string_view>(P::extra_options),
-                                      &probed_once<P>,
-                                      inspect_hook_of<P>()};
-
-template <class P>
-gpuplug_plugin_v1 make_table() noexcept {
-  gpuplug_plugin_v1 t{};
-  t.struct_size = sizeof(gpuplug_plugin_v1);
-  t.abi_version = GPUPLUG_ABI_VERSION;
-  t.name = P::name;
-  t.vendor = P::vendor;
-  t.version = P::version;
-  t.probe = [](gpuplug_probe_result_t* out) noexcept { return probe_with(hooks_of<P>, out); };
-  t.describe_device = [](std::uint32_t ordinal, gpuplug_device_info_t* out) noexcept {
-    return describe_with(hooks_of<P>, ordinal, out);
-  };
-  t.create = [](std::uint32_t ordinal, const gpuplug_option_t* options, std::uint32_t count,
-                const gpuplug_host_services_t* services, gpuplug_instance_t* out, char* error,
-                std::size_t error_size) noexcept {
-    return create_with(hooks_of<P>, ordinal, options, count, services, out, error, error_size);
-  };
-  fill_instance_slots(t);
-  if constexpr (has_peer_copies<P>) fill_peer_slots(t);
-#if GPUPLUG_ABI_VERSION_MINOR >= 1
-  if constexpr (has_inspect_hook<P>) {
-    t.inspect_module = [](std::uint32_t ordinal, const void* image, std::uint64_t size,
-                          gpuplug_module_inspection_t* out) noexcept {
-      return inspect_with(hooks_of<P>, ordinal, image, size, out);
-    };
-  }
-#endif
-  return t;
-}
-}  // namespace detail
-
 }  // namespace gpuplug::sdk
 
-/// Exports gpuplug_plugin_entry for plugin description struct P (see the top of this file).
-/// The tables are function-local constants with trivial destructors: the full one, and the 1.0
-/// and 1.1 views of it that hosts speaking those versions get (see negotiate).
-#define GPUPLUG_DEFINE_PLUGIN(P)                                                                \
-  extern "C" GPUPLUG_PLUGIN_EXPORT const gpuplug_plugin_v1* gpuplug_plugin_entry(               \
-      uint32_t host_abi_version) {                                                              \
-    static const gpuplug_plugin_v1 table = ::gpuplug::sdk::detail::make_table<P>();             \
-    static const gpuplug_plugin_v1 table_v1_0 = ::gpuplug::sdk::detail::make_table_v1_0(table); \
-    static const gpuplug_plugin_v1 table_v1_1 = ::gpuplug::sdk::detail::make_table_v1_1(table); \
-    return ::gpuplug::sdk::detail::negotiate(&table, &table_v1_0, &table_v1_1,                 \
-                                             host_abi_version);                                 \
-  }
+// GPUPLUG_DEFINE_PLUGIN and the table it builds.
+#include "plugin_entry.hpp"

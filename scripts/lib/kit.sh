@@ -89,11 +89,11 @@ _gpuplug_kit_run() {
   local f
   for f in bin/gpuplug lib/libgpuplug.so lib/libgpuplug_plugin_sdk.a \
            lib/gpuplug/plugins/libgpuplug-host.so lib/gpuplug/kernels/host/axpy.so \
-           include/gpuplug/abi.h include/gpuplug/plugin_sdk.hpp include/gpuplug/gpuplug.hpp \
+           include/gpuplug/abi.h include/gpuplug/plugin_sdk.hpp include/gpuplug/plugin_entry.hpp include/gpuplug/gpuplug.hpp \
            include/gpuplug/ledger.hpp include/gpuplug/module_registry.hpp include/gpuplug/e4m3.h \
            share/gpuplug/examples/plugin_template/CMakeLists.txt \
            share/gpuplug/examples/plugin_template/example_plugin.cpp \
-           share/doc/gpuplug/plugin-authors.md share/doc/gpuplug/conformance.md \
+           share/doc/gpuplug/plugin-authors.md share/doc/gpuplug/conformance.md share/doc/gpuplug/CHANGELOG.md \
            lib/cmake/gpuplug/gpuplugConfig.cmake lib/cmake/gpuplug/GpuplugPlugin.cmake \
            lib/pkgconfig/gpuplug.pc share/gpuplug/conformance/known_failures.txt; do
     [ -e "$prefix/$f" ] || { _gpuplug_kit_fail "not installed: $f"; return 1; }

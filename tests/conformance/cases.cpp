@@ -113,6 +113,22 @@ std::shared_ptr<GpuBackend> Context::make_backend(const Options& options) {
   return gpu;
 }
 
+std::uint32_t Context::plugin_abi_version() const {
+  for (const PluginInfo& p : target_.registry->plugins()) {
+    if (p.name == target_.plugin && p.abi_version != 0) return p.abi_version;
+  }
+  fail("the registry lists no plugin '" + target_.plugin + "' with an ABI version");
+}
+
+void Context::require_abi_minor(std::uint32_t minor, std::string_view convention) const {
+  const std::uint32_t v = plugin_abi_version();
+  if (GPUPLUG_ABI_MAJOR(v) == GPUPLUG_ABI_VERSION_MAJOR && GPUPLUG_ABI_MINOR(v) < minor) {
+    skip(std::string(convention) + " is a convention of ABI 1." + std::to_string(minor) +
+         "; the plugin declares ABI " + std::to_string(GPUPLUG_ABI_MAJOR(v)) + "." +
+         std::to_string(GPUPLUG_ABI_MINOR(v)));
+  }
+}
+
 GpuBackend& Context::reference() {
   if (!reference_) {
     if (!target_.reference_registry) skip("no host reference backend: no registry to make it from");

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstring>
+#include <gpuplug/support/abi_slots.hpp>
 #include <gpuplug/table_backend.hpp>
 #include <string>
 #include <type_traits>
@@ -31,10 +32,7 @@ std::string version_text(std::uint32_t v) {
 
 /// The size of the table of ABI 1.<minor>, as far as this suite knows (0: a later minor).
 std::size_t table_size_of_minor(std::uint32_t minor) {
-  if (minor == 0) return GPUPLUG_PLUGIN_V1_0_SIZE;
-  if (minor == 1) return GPUPLUG_PLUGIN_V1_1_SIZE;
-  if (minor == 2) return GPUPLUG_PLUGIN_V1_2_SIZE;
-  return 0;
+  return minor <= abi::known_minor ? abi::table_size_of_minor(minor) : 0;
 }
 
 // ---- trap slots ---------------------------------------------------------------------------------
@@ -74,65 +72,11 @@ Slot slot(const char* name) {
   return Slot{name, offset, offset + sizeof(std::declval<Table&>().*Member),
               [](Table& t) { t.*Member = &Trap<Member>::call; }};
 }
-#define GPUPLUG_SKEW_SLOT(m) slot<&Table::m>(#m)
+#define GPUPLUG_SKEW_SLOT(P, name, minor, side, group, rule, absent) slot<&Table::name>(#name),
 
-/// Every slot of the table this suite was built with, in order.
+/// Every slot of the table this suite was built with, in order (the one slot list).
 const std::vector<Slot>& slots() {
-  static const std::vector<Slot> all{
-      GPUPLUG_SKEW_SLOT(probe),
-      GPUPLUG_SKEW_SLOT(describe_device),
-      GPUPLUG_SKEW_SLOT(create),
-      GPUPLUG_SKEW_SLOT(destroy),
-      GPUPLUG_SKEW_SLOT(last_error),
-      GPUPLUG_SKEW_SLOT(alloc),
-      GPUPLUG_SKEW_SLOT(alloc_managed),
-      GPUPLUG_SKEW_SLOT(free),
-      GPUPLUG_SKEW_SLOT(memory_info),
-      GPUPLUG_SKEW_SLOT(device_info),
-      GPUPLUG_SKEW_SLOT(copy_h2d),
-      GPUPLUG_SKEW_SLOT(copy_d2h),
-      GPUPLUG_SKEW_SLOT(copy_d2d),
-      GPUPLUG_SKEW_SLOT(copy_h2d_async),
-      GPUPLUG_SKEW_SLOT(copy_d2h_async),
-      GPUPLUG_SKEW_SLOT(copy_d2d_async),
-      GPUPLUG_SKEW_SLOT(memset_d8),
-      GPUPLUG_SKEW_SLOT(stream_create),
-      GPUPLUG_SKEW_SLOT(stream_destroy),
-      GPUPLUG_SKEW_SLOT(stream_synchronize),
-      GPUPLUG_SKEW_SLOT(synchronize),
-      GPUPLUG_SKEW_SLOT(load_module),
-      GPUPLUG_SKEW_SLOT(unload_module),
-      GPUPLUG_SKEW_SLOT(has_module),
-      GPUPLUG_SKEW_SLOT(get_function),
-      GPUPLUG_SKEW_SLOT(get_global),
-      GPUPLUG_SKEW_SLOT(launch),
-      GPUPLUG_SKEW_SLOT(ledger_stats),
-      GPUPLUG_SKEW_SLOT(ledger_report),
-      GPUPLUG_SKEW_SLOT(sweep_unreleased),
-      GPUPLUG_SKEW_SLOT(load_module_file),
-      // ABI 1.1
-      GPUPLUG_SKEW_SLOT(event_create),
-      GPUPLUG_SKEW_SLOT(event_destroy),
-      GPUPLUG_SKEW_SLOT(event_record),
-      GPUPLUG_SKEW_SLOT(stream_wait_event),
-      GPUPLUG_SKEW_SLOT(event_synchronize),
-      GPUPLUG_SKEW_SLOT(event_query),
-      GPUPLUG_SKEW_SLOT(event_elapsed_ms),
-      GPUPLUG_SKEW_SLOT(inspect_module),
-      // ABI 1.2
-      GPUPLUG_SKEW_SLOT(ledger_snapshot),
-      GPUPLUG_SKEW_SLOT(ledger_reset_peak),
-      GPUPLUG_SKEW_SLOT(ledger_scope_begin),
-      GPUPLUG_SKEW_SLOT(ledger_scope_end),
-      // ABI 1.2: interop handles (issue 19)
-      GPUPLUG_SKEW_SLOT(native_handles),
-      GPUPLUG_SKEW_SLOT(native_pointer),
-      GPUPLUG_SKEW_SLOT(import_memory),
-      GPUPLUG_SKEW_SLOT(import_stream),
-      GPUPLUG_SKEW_SLOT(copy_peer_async),
-      GPUPLUG_SKEW_SLOT(host_alloc_pinned),
-      GPUPLUG_SKEW_SLOT(host_free_pinned),
-  };
+  static const std::vector<Slot> all{GPUPLUG_ABI_SLOTS(GPUPLUG_SKEW_SLOT, ~)};
   return all;
 }
 #undef GPUPLUG_SKEW_SLOT
@@ -190,8 +134,7 @@ enum class Events { none, all, some };
 Events events_in(const Table& t, std::size_t covered) {
   std::size_t present = 0, total = 0;
   for (const Slot& s : slots()) {
-    if (std::string_view(s.name).starts_with("event_") ||
-        s.name == std::string_view("stream_wait_event")) {
+    if (abi::find_slot(s.name)->group == abi::SlotGroup::events) {
       ++total;
       void* p = nullptr;
       std::memcpy(&p, reinterpret_cast<const char*>(&t) + s.offset, sizeof p);

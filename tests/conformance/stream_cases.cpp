@@ -396,6 +396,7 @@ void kernel_args_published(Context& ctx) {
       {"activation", "bias_relu", {4, 4, 8, 8}},
       {"sync", "gate", {8, 8, 1, 8}},
   };
+  ctx.require_abi_minor(1, "every sample kernel's <func>_args (docs/kernels.md)");
   GpuBackend& gpu = ctx.backend();
   for (const Expected& k : kernels) {
     const std::string name = std::string(k.func) + GPUPLUG_KERNEL_ARGS_SUFFIX;

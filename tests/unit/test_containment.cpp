@@ -140,7 +140,7 @@ BOOST_AUTO_TEST_CASE(special_files_are_refused_without_blocking) {
     BOOST_REQUIRE(plugins.count(file) == 1);
     BOOST_TEST_INFO(plugins.at(file).message);
     BOOST_TEST(plugins.at(file).state == PluginState::failed);
-    BOOST_TEST(plugins.at(file).reason == PluginReason::not_a_shared_object);
+    BOOST_TEST(plugins.at(file).reason == PluginReason::not_a_regular_file);
     BOOST_TEST(contains(plugins.at(file).message, what));
   }
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# `gpuplug list --explain` (issue 21), a dry run of a selection: with an emulator, a plugin from
+# `gpuplug list --explain`, a dry run of a selection: with an emulator, a plugin from
 # before ABI 1.1, host, an integrated and a discrete GPU (tests/unit/fake_plugins/ranked_host.c)
 # named in that discovery order, "auto" would choose the discrete GPU, and every candidate is
 # listed with its rank, class and score, the emulator last; a plugin that cannot be used is

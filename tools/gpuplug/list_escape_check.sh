@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # `gpuplug list` with a hostile plugin file name on the path (CR/LF, a forged "[x] available"
 # line, an ESC sequence, a Latin-1 byte): the text output holds no raw control byte and forges
-# no line; --json is valid UTF-8 and keeps the exact bytes in "path_bytes" (issue 15).
+# no line; --json is valid UTF-8 and keeps the exact bytes in "path_bytes".
 # usage: list_escape_check.sh <gpuplug> <host plugin folder>
 set -euo pipefail
 tool=$1

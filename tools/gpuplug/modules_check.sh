@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# `gpuplug modules` (issue 16, kernel preflight) on host, with the cuda plugin on the path where it
+# `gpuplug modules` (kernel preflight) on host, with the cuda plugin on the path where it
 # was built (no driver here: it must be shown unavailable with its reason): every built host
 # module listed with its kernels and published n_tile / a_e4m3; a --modules folder holding a
 # garbage module whose name is hostile (CR/LF, a forged line, ESC, Latin-1) reported as

@@ -17,11 +17,6 @@
  *    host never reads past struct_size.
  *  - Slots marked (optional) may be null; the core checks them in one place and
  *    uses the stated default.
- *  - Slots appended after the first release (so far: load_module_file, after
- *    sweep_unreleased) are all optional: a plugin built before them publishes a
- *    struct_size that ends before them (GPUPLUG_PLUGIN_V1_MIN_SIZE), the host
- *    reads them as null and uses their defaults, as for the appended
- *    concurrent_managed_access field of gpuplug_device_info_t.
  *  - Device pointers, functions and streams are opaque 64-bit values; 0 is null
  *    (stream 0 is the backend's default stream, ordered with every other stream
  *    the way CUDA's legacy default stream is).
@@ -221,15 +216,6 @@ typedef struct gpuplug_plugin_v1 {
                           size_t size); /* (optional) live allocations by call site; returns full length */
   gpuplug_status_t (*sweep_unreleased)(gpuplug_instance_t inst,
                                        gpuplug_ledger_stats_t* swept); /* frees every live allocation, logs a warning */
-
-  /* ---- appended after the first release: optional, and read only when struct_size covers them */
-
-  /* Loads the module file at `path` (NUL-terminated; the core passes an absolute, normalized
-   * path) under `name`, as load_module does (a name already loaded = INVALID_ARGUMENT). A plugin
-   * that loads modules by path keeps what the path gives them: a host module's $ORIGIN, so RUNPATH
-   * $ORIGIN finds a library next to it; a dependency not found is NOT_FOUND naming it.
-   * (optional) defaults to the core reading the file + load_module (the module has no $ORIGIN). */
-  gpuplug_status_t (*load_module_file)(gpuplug_instance_t inst, const char* name, const char* path);
 } gpuplug_plugin_v1;
 
 /* The smallest table a v1 host accepts: everything up to and including sweep_unreleased (the
