@@ -1,201 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
-// Selectors: parse_selector ("auto", "cuda", "cuda:1", "hip:0!", "cuda,hip,host" into
-// SelectorItems) and the policy that turns one into a backend over the discovered plugins.
+// The selection policy: what a parsed selector (selector_parse.cpp) picks from the discovered
+// plugins, auto's ranked tries (selector_rank.hpp), and the errors and fallbacks that say why.
 #include "selector.hpp"
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <gpuplug/support/edit_distance.hpp>
 #include <gpuplug/support/escape.hpp>
-#include <gpuplug/support/plugin_name.hpp>
 #include <gpuplug/support/text.hpp>
-#include <limits>
 #include <memory>
-#include <tuple>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include "environment.hpp"
 #include "plugin_backend.hpp"
+#include "selector_rank.hpp"
 
 namespace gpuplug {
-
-namespace {
-
-using support::trim;
-
-[[noreturn]] void bad(std::string_view selector, std::string_view element, std::string_view why) {
-  std::string message = "invalid backend selector '";
-  message.append(selector).append("': element '").append(element).append("' ").append(why);
-  message.append(
-      " (expected name[:ordinal|:uuid=UUID|:pci=ADDRESS][!] items separated by commas, e.g. "
-      "\"cuda:1,host\" or \"hip:pci=0000:c1:00.0\")");
-  throw Error(Status::invalid_argument, "", std::move(message));
-}
-
-/// Up to `max_digits` hex digits (either case) from the front of `s`, consumed; nullopt when
-/// there are none or more.
-std::optional<std::uint32_t> take_hex(std::string_view& s, std::size_t max_digits) {
-  std::size_t n = 0;
-  std::uint32_t value = 0;
-  while (n < s.size() && std::isxdigit(static_cast<unsigned char>(s[n])) != 0) {
-    if (++n > max_digits) return std::nullopt;
-    const char c = static_cast<char>(std::tolower(static_cast<unsigned char>(s[n - 1])));
-    value = value * 16 + static_cast<std::uint32_t>(c <= '9' ? c - '0' : c - 'a' + 10);
-  }
-  if (n == 0) return std::nullopt;
-  s.remove_prefix(n);
-  return value;
-}
-
-/// "0000:c1:00.0", "00000000:C1:00.0" (nvidia-smi) or the short "c1:00.0" (domain 0).
-std::optional<PciAddress> parse_pci(std::string_view text) {
-  // Two colons: a domain comes first.
-  const bool has_domain = std::count(text.begin(), text.end(), ':') == 2;
-  PciAddress a;
-  std::string_view s = text;
-  if (has_domain) {
-    const auto domain = take_hex(s, 8);
-    if (!domain || s.empty() || s.front() != ':') return std::nullopt;
-    s.remove_prefix(1);
-    a.domain = *domain;
-  }
-  const auto bus = take_hex(s, 2);
-  if (!bus || s.empty() || s.front() != ':') return std::nullopt;
-  s.remove_prefix(1);
-  const auto device = take_hex(s, 2);
-  if (!device || *device > 0x1f || s.empty() || s.front() != '.') return std::nullopt;
-  s.remove_prefix(1);
-  const auto function = take_hex(s, 1);
-  if (!function || *function > 7 || !s.empty()) return std::nullopt;
-  a.bus = *bus;
-  a.device = *device;
-  a.function = *function;
-  return a;
-}
-
-/// Parses the "uuid=..." or "pci=..." after the colon into `item`; false when `spec` is neither.
-bool parse_device_spec(std::string_view selector, std::string_view element, std::string_view spec,
-                       SelectorItem& item) {
-  constexpr std::string_view uuid_key = "uuid=";
-  constexpr std::string_view pci_key = "pci=";
-  if (spec.starts_with(uuid_key)) {
-    const std::string_view value = spec.substr(uuid_key.size());
-    if (value.empty()) bad(selector, element, "has an empty uuid");
-    if (value.size() > 63) bad(selector, element, "has a uuid longer than 63 characters");
-    const bool plain = std::all_of(value.begin(), value.end(), [](char c) {
-      return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-';
-    });
-    if (!plain) {
-      bad(selector, element,
-          "has a uuid with a character other than a letter, a digit or '-' (e.g. "
-          "uuid=GPU-8932f937-d72c-4106-c12f-20bd9faed9f6)");
-    }
-    item.uuid = std::string(value);
-    return true;
-  }
-  if (spec.starts_with(pci_key)) {
-    const std::string_view value = spec.substr(pci_key.size());
-    if (value.empty()) bad(selector, element, "has an empty PCI address");
-    item.pci = parse_pci(value);
-    if (!item.pci) {
-      bad(selector, element,
-          "has a PCI address that is not domain:bus:device.function in hex (e.g. "
-          "pci=0000:c1:00.0, or c1:00.0 in domain 0; device at most 1f, function at most 7)");
-    }
-    return true;
-  }
-  return false;
-}
-
-SelectorItem parse_item(std::string_view selector, std::string_view element) {
-  SelectorItem item;
-  {
-    // "name:uuid=..." and "name:pci=..." name a device; any other '=' is an option.
-    std::string_view rest = element;
-    if (!rest.empty() && rest.back() == '!') rest.remove_suffix(1);
-    const auto colon = rest.find(':');
-    if (colon != std::string_view::npos && rest.find('=') != std::string_view::npos &&
-        rest.find('=') > colon) {
-      const std::string_view name = rest.substr(0, colon);
-      if (parse_device_spec(selector, element, rest.substr(colon + 1), item)) {
-        if (name.empty()) bad(selector, element, "has no backend name");
-        if (!support::valid_plugin_name(name)) {
-          bad(selector, element,
-              "has a bad character in the name (names use lower-case letters, digits and '_')");
-        }
-        if (name == "auto") bad(selector, element, "names a device for 'auto'");
-        item.name = std::string(name);
-        item.required = rest.size() != element.size();
-        return item;
-      }
-    }
-  }
-  if (const auto eq = element.find('='); eq != std::string_view::npos) {
-    // "host!opt=bad": a selector names backends only; say where options go instead of
-    // complaining about a bad character.
-    const auto start = element.find_last_of("!:", eq);
-    const std::string_view option =
-        element.substr(start == std::string_view::npos ? 0 : start + 1);
-    bad(selector, element,
-        "holds an option ('" + std::string(option) +
-            "'); options are not part of a selector: pass them as gpuplug::Options to "
-            "select() or create()");
-  }
-  std::string_view rest = element;
-  if (!rest.empty() && rest.back() == '!') {
-    item.required = true;
-    rest.remove_suffix(1);
-  }
-  const auto colon = rest.find(':');
-  const std::string_view name = rest.substr(0, colon);
-  if (name.empty()) bad(selector, element, "has no backend name");
-  if (!support::valid_plugin_name(name)) {
-    bad(selector, element,
-        "has a bad character in the name (names use lower-case letters, digits and '_')");
-  }
-  item.name = std::string(name);
-  if (colon != std::string_view::npos) {
-    const std::string_view digits = rest.substr(colon + 1);
-    if (item.name == "auto") bad(selector, element, "gives an ordinal to 'auto'");
-    if (digits.empty()) bad(selector, element, "has an empty ordinal");
-    std::uint64_t value = 0;
-    const auto* end = digits.data() + digits.size();
-    const auto [ptr, ec] = std::from_chars(digits.data(), end, value);
-    const bool all_digits = digits.find_first_not_of("0123456789") == std::string_view::npos;
-    if (!all_digits || ptr != end)
-      bad(selector, element, "has an ordinal that is not a decimal number");
-    if (ec != std::errc() || value > std::numeric_limits<std::uint32_t>::max()) {
-      bad(selector, element, "has an ordinal that is too large");
-    }
-    item.ordinal = static_cast<std::uint32_t>(value);
-  }
-  return item;
-}
-
-}  // namespace
-
-std::vector<SelectorItem> parse_selector(std::string_view selector) {
-  std::vector<SelectorItem> items;
-  std::size_t start = 0;
-  while (true) {
-    const auto comma = selector.find(',', start);
-    const std::string_view raw = selector.substr(
-        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
-    const std::string_view element = trim(raw);
-    if (element.empty()) {
-      throw Error(Status::invalid_argument, "",
-                  "invalid backend selector '" + std::string(selector) + "': element " +
-                      std::to_string(items.size() + 1) + " is empty");
-    }
-    items.push_back(parse_item(selector, element));
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
-  return items;
-}
 
 std::string Selection::explain() const {
   std::string text = "chose " + chosen;
@@ -218,65 +40,12 @@ constexpr std::string_view channel = "registry";
 
 bool is_host(std::string_view name) { return name == "host"; }
 
-/// auto's order of device classes: 0 is tried first. `unknown` (a plugin older than ABI 1.1)
-/// ranks as an accelerator, below any plugin that declares a GPU; the plugin named "host" is the
-/// CPU whatever it declares, as auto has always tried it after the GPU plugins.
-int class_rank(const PluginEntry& e, const DeviceInfo& d) {
-  switch (d.device_class) {
-    case DeviceClass::discrete_gpu: return 0;
-    case DeviceClass::integrated_gpu: return 1;
-    case DeviceClass::accelerator: return 2;
-    case DeviceClass::cpu: return 3;
-    case DeviceClass::emulator: return 4;
-    case DeviceClass::unknown: break;
-  }
-  // Any other value (unknown, or a class from a later ABI this core does not know) is unknown.
-  return is_host(e.info.name) ? 3 : 2;
-}
-
-/// The class auto ranks `d` as (its declared class, or what unknown counts as).
-std::string_view ranked_class(const PluginEntry& e, const DeviceInfo& d) {
-  static constexpr std::string_view names[] = {"discrete_gpu", "integrated_gpu", "accelerator",
-                                               "cpu", "emulator"};
-  return names[class_rank(e, d)];
-}
-
-/// One device that auto may choose; `discovery` is its plugin's place in discovery order.
+/// One device that auto may choose, with where it ranks.
 struct Candidate {
   const PluginEntry* entry;
   const DeviceInfo* device;
-  std::size_t discovery;
+  Rank rank;
 };
-
-/// The score within a class, compared field by field, larger first: peak_gflops (0 when the
-/// plugin does not know it), then total_memory, then compute_units. Plain numbers the plugin
-/// declared; no weighting, so that the order is easy to predict and to explain.
-std::tuple<std::uint64_t, std::uint64_t, std::uint32_t> score(const DeviceInfo& d) {
-  return {d.peak_gflops, d.total_memory, d.compute_units};
-}
-
-/// Sorts best first: class (class_rank), then score, then discovery order, then ordinal.
-void rank_candidates(std::vector<Candidate>& c) {
-  std::stable_sort(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) {
-    const int ca = class_rank(*a.entry, *a.device);
-    const int cb = class_rank(*b.entry, *b.device);
-    if (ca != cb) return ca < cb;
-    if (score(*a.device) != score(*b.device)) return score(*a.device) > score(*b.device);
-    if (a.discovery != b.discovery) return a.discovery < b.discovery;
-    return a.device->ordinal < b.device->ordinal;
-  });
-}
-
-/// "discrete_gpu (declared discrete_gpu), score: 1000 GFLOP/s, 8192 MiB, 16 CUs".
-std::string describe_rank(const PluginEntry& e, const DeviceInfo& d) {
-  std::string text(ranked_class(e, d));
-  if (to_string(d.device_class) != text) text += " (declared " + to_string(d.device_class) + ")";
-  text += ", score: " + (d.peak_gflops != 0 ? std::to_string(d.peak_gflops) + " GFLOP/s"
-                                           : std::string("peak unknown")) +
-          ", " + std::to_string(d.total_memory >> 20) + " MiB, " +
-          std::to_string(d.compute_units) + " CUs";
-  return text;
-}
 
 /// What trying one or more candidates gave, in the order they were tried.
 struct Attempt {
@@ -287,7 +56,7 @@ struct Attempt {
   std::size_t refusing = 0;             // absorbed attempts that refused something
   bool mixed = false;                   // those attempts refused with different statuses
   bool gpu_failed = false;  // an available non-host plugin failed to create its backend
-  std::vector<std::string> ranking;  // auto's candidates, best first (Selection::ranking)
+  std::vector<RankedDevice> ranking;  // auto's candidates, best first (Selection::ranking)
 
   /// The one way attempts combine: `later` was tried after everything here, so its refusals
   /// follow ours, its status (when it refused something) becomes ours, and its backend, if it
@@ -326,7 +95,8 @@ class Selector {
                                    ? std::string(out.selection.backend->name())
                                    : std::move(tried_.chosen);
         out.selection.passed_over = std::move(tried_.refused);
-        out.selection.ranking = std::move(tried_.ranking);
+        for (const RankedDevice& r : tried_.ranking)
+          out.selection.ranking.push_back(to_string(r));
         out.fallback = fallback(out.selection);
         return out;
       }
@@ -504,7 +274,7 @@ class Selector {
       }
     }
     // Plugins that cannot be used are passed over first, in discovery order (they rank nowhere);
-    // then every device of the usable ones is tried, best ranked first (rank_candidates).
+    // then every device of the usable ones is tried, best ranked first (ranks_before).
     Attempt all;
     std::vector<Candidate> ranked;
     for (std::size_t i = 0; i < entries_.size(); ++i) {
@@ -514,25 +284,29 @@ class Selector {
         all.absorb(try_entry(e, std::nullopt));
         continue;
       }
-      for (const DeviceInfo& d : e.info.devices) ranked.push_back({&e, &d, i});
+      for (const DeviceInfo& d : e.info.devices) ranked.push_back({&e, &d, rank_of(e, d, i)});
     }
-    rank_candidates(ranked);
+    std::stable_sort(ranked.begin(), ranked.end(), [](const Candidate& a, const Candidate& b) {
+      return ranks_before(a.rank, b.rank);
+    });
     std::string winner;
     for (std::size_t r = 0; r < ranked.size(); ++r) {
       const Candidate& c = ranked[r];
-      std::string line = std::to_string(r + 1) + ". " + c.entry->info.name + ":" +
-                         std::to_string(c.device->ordinal) + " " + describe_rank(*c.entry, *c.device) + ": ";
+      RankedDevice line{r + 1, c.entry->info.name + ":" + std::to_string(c.device->ordinal),
+                        c.rank};
       if (!winner.empty()) {
-        all.ranking.push_back(line + "ranked below " + winner);
+        line.fate = RankedDevice::Fate::ranked_below;
+        line.detail = winner;
+        all.ranking.push_back(std::move(line));
         continue;
       }
       Attempt one = try_entry(*c.entry, c.device->ordinal);
       if (!one.chosen.empty()) {
         winner = one.chosen;
-        line += dry_run_ ? "would be chosen" : "chosen";
+        line.fate = dry_run_ ? RankedDevice::Fate::would_be_chosen : RankedDevice::Fate::chosen;
       } else {
-        line += "refused (" + (one.refused.empty() ? std::string("no reason") : one.refused.back()) +
-                ")";
+        line.fate = RankedDevice::Fate::refused;
+        if (!one.refused.empty()) line.detail = one.refused.back();
       }
       all.ranking.push_back(std::move(line));
       all.absorb(std::move(one));

@@ -15,6 +15,8 @@
 
 namespace gpuplug::hip {
 
+// ---- identity and properties (identity.cpp)
+
 /// Fills `out` for device `ordinal` (which the SDK has checked): name, UUID, gcnArchName, memory,
 /// CUs, managed memory. The free-memory query needs the device current, so it is made current on
 /// the calling thread for the call and the thread's previous device restored. Throws sdk::Failure.
@@ -22,6 +24,12 @@ void describe(const DriverApi& hip, int ordinal, gpuplug_device_info_t& out);
 /// The device's gcnArchName ("gfx942:sramecc+:xnack-"), "" when the runtime's answer does not
 /// look like one. Throws sdk::Failure on a runtime error. (Kernel preflight, inspect.cpp.)
 std::string device_arch(const DriverApi& hip, int ordinal);
+/// hipDeviceGetAttribute(which) of device `ordinal`. Throws sdk::Failure naming the attribute
+/// (`name`) and the device.
+int device_attribute(const DriverApi& hip, hipDeviceAttribute_t which, const char* name,
+                     int ordinal);
+/// "operation(device N)": how a message names a runtime call on one device.
+std::string with_ordinal(const char* operation, int ordinal);
 
 /// One device with its own streams, modules and ledger (the SDK's); this class is only the calls
 /// into the runtime. Device addresses the ledger and the module globals do not know are accepted
