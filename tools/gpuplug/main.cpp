@@ -14,6 +14,7 @@
 #include <gpuplug/support/json.hpp>
 
 #include "check.hpp"
+#include "cli.hpp"
 #include "explain.hpp"
 #include "matrix.hpp"
 #include "mem.hpp"
@@ -21,7 +22,7 @@
 
 namespace {
 
-constexpr int exit_usage = 2;
+constexpr int exit_usage = gpuplug::tool::exit_usage;
 /// "schema" of `gpuplug list --json`; share/gpuplug/list.schema.json describes this version.
 constexpr int list_schema_version = 1;
 
@@ -76,10 +77,7 @@ void print_usage(std::ostream& os) {
         "  GPUPLUG_LOG          trace, debug, info, warning (default), error or off\n";
 }
 
-int usage_error(const std::string& message) {
-  std::cerr << "gpuplug: " << message << "\n(run 'gpuplug --help' for usage)\n";
-  return exit_usage;
-}
+int usage_error(const std::string& message) { return gpuplug::tool::usage_error("", message); }
 
 // ---- gpuplug list ----------------------------------------------------------------------------
 
@@ -201,48 +199,37 @@ void list_json(const std::vector<gpuplug::PluginInfo>& plugins) {
   std::cout << json::dump(doc, json::layout::document) << "\n";
 }
 
+void print_list_usage(std::ostream& os) {
+  os << "usage: gpuplug list [--json | --explain SELECTOR]\n"
+         "\n"
+         "--explain SELECTOR: a dry run of selecting SELECTOR (\"auto\", \"cuda:1,host\"):\n"
+         "what it would choose and why, creating no backend. For auto, every device of the\n"
+         "usable plugins, ranked by class (discrete_gpu, integrated_gpu, accelerator, cpu,\n"
+         "emulator; a plugin older than ABI 1.1 ranks as accelerator), then score (peak\n"
+         "GFLOP/s, then memory, then compute units), then discovery order, then ordinal;\n"
+         "then every plugin passed over and why. Exit 1 when nothing would be chosen.\n"
+         "\n"
+         "Text: whatever a plugin or a file name supplied is printed escaped: backslash as\n"
+         "\\\\, tab/newline/return as \\t \\n \\r, other control bytes, DEL and bytes that\n"
+         "are not UTF-8 as \\xNN (ESC is \\x1b), C1 controls as \\u0080..\\u009f.\n"
+         "\n"
+         "JSON: always valid UTF-8. A string that is not UTF-8 (a plugin's message, a Latin-1\n"
+         "file name) has each bad byte replaced with U+FFFD, and its object gains\n"
+         "\"<field>_bytes\": the exact bytes in lowercase hex (\"version_bytes\": \"312eff\").\n"
+         "When a search_path entry is not UTF-8, \"search_path_bytes\" lists every entry so.\n"
+         "DEL and C1 controls are written as \\u007f..\\u009f.\n"
+         "The document's \"schema\" (now 1) is the version of its layout, described by the\n"
+         "JSON Schema share/gpuplug/list.schema.json; fields may be added within a version.\n";
+}
+
 int cmd_list(Args args) {
   bool json = false;
-  std::optional<std::string_view> explain;  // --explain SELECTOR
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string_view a = args[i];
-    if (a == "--json") {
-      json = true;
-    } else if (a == "--explain" || a.starts_with("--explain=")) {
-      if (a == "--explain") {
-        if (i + 1 >= args.size()) return usage_error("list: --explain needs a SELECTOR (e.g. auto)");
-        explain = args[++i];
-      } else {
-        explain = a.substr(std::string_view("--explain=").size());
-      }
-    } else if (a == "--help" || a == "-h") {
-      std::cout
-          << "usage: gpuplug list [--json | --explain SELECTOR]\n"
-             "\n"
-             "--explain SELECTOR: a dry run of selecting SELECTOR (\"auto\", \"cuda:1,host\"):\n"
-             "what it would choose and why, creating no backend. For auto, every device of the\n"
-             "usable plugins, ranked by class (discrete_gpu, integrated_gpu, accelerator, cpu,\n"
-             "emulator; a plugin older than ABI 1.1 ranks as accelerator), then score (peak\n"
-             "GFLOP/s, then memory, then compute units), then discovery order, then ordinal;\n"
-             "then every plugin passed over and why. Exit 1 when nothing would be chosen.\n"
-             "\n"
-             "Text: whatever a plugin or a file name supplied is printed escaped: backslash as\n"
-             "\\\\, tab/newline/return as \\t \\n \\r, other control bytes, DEL and bytes that\n"
-             "are not UTF-8 as \\xNN (ESC is \\x1b), C1 controls as \\u0080..\\u009f.\n"
-             "\n"
-             "JSON: always valid UTF-8. A string that is not UTF-8 (a plugin's message, a Latin-1\n"
-             "file name) has each bad byte replaced with U+FFFD, and its object gains\n"
-             "\"<field>_bytes\": the exact bytes in lowercase hex (\"version_bytes\": \"312eff\").\n"
-             "When a search_path entry is not UTF-8, \"search_path_bytes\" lists every entry so.\n"
-             "DEL and C1 controls are written as \\u007f..\\u009f.\n"
-             "The document's \"schema\" (now 1) is the version of its layout, described by the\n"
-             "JSON Schema share/gpuplug/list.schema.json; fields may be added within a version.\n";
-      return 0;
-    } else {
-      return usage_error("list: unknown option '" + std::string(a) + "'");
-    }
-  }
-  if (json && explain) return usage_error("list: --json and --explain do not combine");
+  std::optional<std::string> explain;  // --explain SELECTOR
+  gpuplug::tool::CommandLine cli("list", print_list_usage);
+  cli.flag("--json", json);
+  cli.value("--explain", explain, "a SELECTOR (e.g. auto)");
+  if (const auto status = cli.parse(args)) return *status;
+  if (json && explain) return gpuplug::tool::usage_error("list", "--json and --explain do not combine");
   gpuplug::PluginRegistry registry;
   registry.discover();  // never throws for a broken plugin: each entry says why
   if (explain) return explain_selection(registry, *explain);
