@@ -17,13 +17,14 @@
 #include <gpuplug/support/json.hpp>
 #include <gpuplug/support/regular_file.hpp>
 
+#include "cli.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
 using gpuplug::support::escape_text;
 namespace json = gpuplug::support::json;
 
-constexpr int exit_usage = 2;
 // A module larger than this is not read (the limit load_module_file applies to files too).
 constexpr std::uint64_t max_module_bytes = std::uint64_t{1} << 30;
 
@@ -219,14 +220,8 @@ void print_json(const std::vector<PluginModules>& all) {
   std::cout << json::dump(doc, json::layout::document) << "\n";
 }
 
-int usage(const std::string& message) {
-  std::cerr << "gpuplug modules: " << message << "\n(run 'gpuplug modules --help' for usage)\n";
-  return exit_usage;
-}
-
-void print_help() {
-  std::cout
-      << "usage: gpuplug modules [--backend SEL] [--modules DIR]... [--json]\n"
+void print_help(std::ostream& os) {
+  os << "usage: gpuplug modules [--backend SEL] [--modules DIR]... [--json]\n"
          "\n"
          "Kernel-binary preflight: for each module file in a plugin's modules folders\n"
          "(<plugin folder>/../kernels/<plugin>, then each --modules DIR) and each device,\n"
@@ -248,30 +243,17 @@ void print_help() {
 
 int run_modules(std::span<const std::string_view> args) {
   std::optional<std::string> selector;
-  std::vector<fs::path> extra;
+  std::vector<std::string> extra;  // --modules DIR, in order
   bool json = false;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string_view a = args[i];
-    if (a == "--json") {
-      json = true;
-    } else if (a == "--help" || a == "-h") {
-      print_help();
-      return 0;
-    } else if (a == "--backend" || a == "--modules") {
-      if (i + 1 >= args.size()) return usage("option '" + std::string(a) + "' needs a value");
-      const std::string value(args[++i]);
-      if (a == "--backend")
-        selector = value;
-      else
-        extra.emplace_back(value);
-    } else {
-      return usage("unknown option '" + std::string(a) + "'");
-    }
-  }
-  for (const fs::path& dir : extra) {
+  gpuplug::tool::CommandLine cli("modules", print_help);
+  cli.value("--backend", selector, "a selector (e.g. host, cuda:1)");
+  cli.values("--modules", extra, "a folder");
+  cli.flag("--json", json);
+  if (const auto status = cli.parse(args)) return *status;
+  for (const std::string& dir : extra) {
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) {
-      std::cerr << "gpuplug modules: --modules '" << escape_text(dir.string())
+      std::cerr << "gpuplug modules: --modules '" << escape_text(dir)
                 << "': " << (ec ? ec.message() : std::string("not a folder")) << "\n";
       return 1;
     }
@@ -281,7 +263,7 @@ int run_modules(std::span<const std::string_view> args) {
     try {
       items = gpuplug::parse_selector(*selector);
     } catch (const gpuplug::Error& e) {
-      return usage(e.message());
+      return gpuplug::tool::usage_error("modules", e.message());
     }
   }
 
