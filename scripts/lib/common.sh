@@ -9,6 +9,8 @@ GPUPLUG_DEBIAN_PACKAGES=(
   cmake ninja-build g++ clang pkg-config file
   libboost-dev libboost-log-dev libboost-test-dev libboost-filesystem-dev
   libbenchmark-dev
+  nlohmann-json3-dev  # support/json.hpp: every JSON document the core, the plugin SDK and the tool write or read
+  libcli11-dev  # tools/gpuplug/cli.hpp: the command line of every `gpuplug` command
   libopenblas-dev  # examples/interop: the host backend's vendor BLAS beside gpuplug's GEMM
   python3 python3-jsonschema  # tool.list.schema validates `gpuplug list --json` against its schema
   libxml2-utils  # xmllint: tool.matrix validates `gpuplug check --junit` against tools/gpuplug/junit.xsd

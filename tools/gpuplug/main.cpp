@@ -11,8 +11,10 @@
 #include <vector>
 
 #include <gpuplug/support/escape.hpp>
+#include <gpuplug/support/json.hpp>
 
 #include "check.hpp"
+#include "cli.hpp"
 #include "explain.hpp"
 #include "matrix.hpp"
 #include "mem.hpp"
@@ -20,7 +22,7 @@
 
 namespace {
 
-constexpr int exit_usage = 2;
+constexpr int exit_usage = gpuplug::tool::exit_usage;
 /// "schema" of `gpuplug list --json`; share/gpuplug/list.schema.json describes this version.
 constexpr int list_schema_version = 1;
 
@@ -47,9 +49,6 @@ std::string bytes_text(std::uint64_t bytes) {
 }
 
 using gpuplug::support::escape_text;
-using gpuplug::support::json_string;
-
-using gpuplug::support::json_member;
 
 void print_usage(std::ostream& os) {
   os << "usage: gpuplug <command> [options]\n"
@@ -78,10 +77,7 @@ void print_usage(std::ostream& os) {
         "  GPUPLUG_LOG          trace, debug, info, warning (default), error or off\n";
 }
 
-int usage_error(const std::string& message) {
-  std::cerr << "gpuplug: " << message << "\n(run 'gpuplug --help' for usage)\n";
-  return exit_usage;
-}
+int usage_error(const std::string& message) { return gpuplug::tool::usage_error("", message); }
 
 // ---- gpuplug list ----------------------------------------------------------------------------
 
@@ -149,120 +145,91 @@ void list_text(const std::vector<gpuplug::PluginInfo>& plugins) {
 }
 
 void list_json(const std::vector<gpuplug::PluginInfo>& plugins) {
-  std::string out = "{\n";
-  // The document's layout version (share/gpuplug/list.schema.json): bumped when a field changes
-  // meaning or goes away; new fields may appear within a version.
-  out += "  \"schema\": " + std::to_string(list_schema_version) + ",\n";
-  out += "  \"gpuplug_version\": " + json_string(gpuplug::version_string) + ",\n";
-  out += "  \"abi_version\": " + json_string(abi_text(GPUPLUG_ABI_VERSION)) + ",\n";
-  out += "  \"search_path\": [";
-  bool first = true;
+  namespace json = gpuplug::support::json;
+  // "schema" is the document's layout version (share/gpuplug/list.schema.json): bumped when a
+  // field changes meaning or goes away; new fields may appear within a version.
+  json::value doc = {{"schema", list_schema_version},
+                     {"gpuplug_version", gpuplug::version_string},
+                     {"abi_version", abi_text(GPUPLUG_ABI_VERSION)}};
+  json::value search = json::value::array();
+  json::value search_bytes = json::value::array();  // the exact bytes of every entry, in order
   bool all_utf8 = true;
-  const auto search_path = gpuplug::PluginRegistry::search_path();
-  for (const auto& p : search_path) {
-    out += (first ? "" : ", ") + json_string(p.string());
+  for (const auto& p : gpuplug::PluginRegistry::search_path()) {
+    search.push_back(p.string());
+    search_bytes.push_back(gpuplug::support::hex_bytes(p.string()));
     all_utf8 = all_utf8 && gpuplug::support::is_valid_utf8(p.string());
-    first = false;
   }
-  out += "],\n";
-  if (!all_utf8) {  // the exact bytes of every entry, in order
-    out += "  \"search_path_bytes\": [";
-    first = true;
-    for (const auto& p : search_path) {
-      out += (first ? "" : ", ") + json_string(gpuplug::support::hex_bytes(p.string()));
-      first = false;
-    }
-    out += "],\n";
-  }
-  out += "  \"plugins\": [";
-  first = true;
+  doc["search_path"] = std::move(search);
+  if (!all_utf8) doc["search_path_bytes"] = std::move(search_bytes);
+  json::value& listed = doc["plugins"] = json::value::array();
   for (const auto& p : plugins) {
-    out += first ? "\n" : ",\n";
-    first = false;
-    out += "    {\n";
-    constexpr std::string_view sep = ",\n      ";
-    out += "      " + json_member("name", p.name, sep) + ",\n";
-    out += "      " + json_member("path", p.path.string(), sep) + ",\n";
-    out += "      " + json_member("vendor", p.vendor, sep) + ",\n";
-    out += "      " + json_member("version", p.version, sep) + ",\n";
-    out += "      \"abi_version\": " +
-           (p.abi_version == 0 ? std::string("null") : json_string(abi_text(p.abi_version))) +
-           ",\n";
-    out += "      \"state\": " + json_string(gpuplug::to_string(p.state)) + ",\n";
-    out += "      \"reason\": " + json_string(gpuplug::to_string(p.reason)) + ",\n";
-    out += "      " + json_member("message", p.message, sep) + ",\n";
-    out += "      \"devices\": [";
-    bool first_device = true;
+    json::value plugin = json::value::object();
+    json::set_text(plugin, "name", p.name);
+    json::set_text(plugin, "path", p.path.string());
+    json::set_text(plugin, "vendor", p.vendor);
+    json::set_text(plugin, "version", p.version);
+    plugin["abi_version"] = p.abi_version == 0 ? json::value() : json::value(abi_text(p.abi_version));
+    plugin["state"] = gpuplug::to_string(p.state);
+    plugin["reason"] = gpuplug::to_string(p.reason);
+    json::set_text(plugin, "message", p.message);
+    json::value& devices = plugin["devices"] = json::value::array();
     for (const auto& d : p.devices) {
-      out += first_device ? "\n" : ",\n";
-      first_device = false;
-      out += "        {\"ordinal\": " + std::to_string(d.ordinal) +
-             ", " + json_member("name", d.name, ", ") + ", " + json_member("uuid", d.uuid, ", ") +
-             ", " + json_member("arch", d.arch, ", ") +
-             ", \"total_memory\": " + std::to_string(d.total_memory) +
-             ", \"free_memory\": " + std::to_string(d.free_memory) +
-             ", \"compute_units\": " + std::to_string(d.compute_units) +
-             ", \"managed_memory\": " + (d.managed_memory ? "true" : "false") +
-             ", \"concurrent_managed_access\": " + (d.concurrent_managed_access ? "true" : "false") +
-             ", \"device_class\": " + json_string(gpuplug::to_string(d.device_class)) +
-             ", \"pci\": " + (d.pci ? json_string(gpuplug::to_string(*d.pci)) : std::string("null")) +
-             ", \"pci_vendor_id\": " + std::to_string(d.pci_vendor_id) +
-             ", \"pci_device_id\": " + std::to_string(d.pci_device_id) +
-             ", \"warp_size\": " + std::to_string(d.warp_size) +
-             ", \"max_shared_memory_per_block\": " + std::to_string(d.max_shared_memory_per_block) +
-             ", " + json_member("driver_version", d.driver_version, ", ") +
-             ", " + json_member("runtime_version", d.runtime_version, ", ") +
-             ", \"peak_gflops\": " + std::to_string(d.peak_gflops) + "}";
+      json::value device = {{"ordinal", d.ordinal}};
+      json::set_text(device, "name", d.name);
+      json::set_text(device, "uuid", d.uuid);
+      json::set_text(device, "arch", d.arch);
+      device["total_memory"] = d.total_memory;
+      device["free_memory"] = d.free_memory;
+      device["compute_units"] = d.compute_units;
+      device["managed_memory"] = d.managed_memory;
+      device["concurrent_managed_access"] = d.concurrent_managed_access;
+      device["device_class"] = gpuplug::to_string(d.device_class);
+      device["pci"] = d.pci ? json::value(gpuplug::to_string(*d.pci)) : json::value();
+      device["pci_vendor_id"] = d.pci_vendor_id;
+      device["pci_device_id"] = d.pci_device_id;
+      device["warp_size"] = d.warp_size;
+      device["max_shared_memory_per_block"] = d.max_shared_memory_per_block;
+      json::set_text(device, "driver_version", d.driver_version);
+      json::set_text(device, "runtime_version", d.runtime_version);
+      device["peak_gflops"] = d.peak_gflops;
+      devices.push_back(std::move(device));
     }
-    out += first_device ? "]\n" : "\n      ]\n";
-    out += "    }";
+    listed.push_back(std::move(plugin));
   }
-  out += first ? "]\n}\n" : "\n  ]\n}\n";
-  std::cout << out;
+  std::cout << json::dump(doc, json::layout::document) << "\n";
+}
+
+void print_list_usage(std::ostream& os) {
+  os << "usage: gpuplug list [--json | --explain SELECTOR]\n"
+         "\n"
+         "--explain SELECTOR: a dry run of selecting SELECTOR (\"auto\", \"cuda:1,host\"):\n"
+         "what it would choose and why, creating no backend. For auto, every device of the\n"
+         "usable plugins, ranked by class (discrete_gpu, integrated_gpu, accelerator, cpu,\n"
+         "emulator; a plugin older than ABI 1.1 ranks as accelerator), then score (peak\n"
+         "GFLOP/s, then memory, then compute units), then discovery order, then ordinal;\n"
+         "then every plugin passed over and why. Exit 1 when nothing would be chosen.\n"
+         "\n"
+         "Text: whatever a plugin or a file name supplied is printed escaped: backslash as\n"
+         "\\\\, tab/newline/return as \\t \\n \\r, other control bytes, DEL and bytes that\n"
+         "are not UTF-8 as \\xNN (ESC is \\x1b), C1 controls as \\u0080..\\u009f.\n"
+         "\n"
+         "JSON: always valid UTF-8. A string that is not UTF-8 (a plugin's message, a Latin-1\n"
+         "file name) has each bad byte replaced with U+FFFD, and its object gains\n"
+         "\"<field>_bytes\": the exact bytes in lowercase hex (\"version_bytes\": \"312eff\").\n"
+         "When a search_path entry is not UTF-8, \"search_path_bytes\" lists every entry so.\n"
+         "DEL and C1 controls are written as \\u007f..\\u009f.\n"
+         "The document's \"schema\" (now 1) is the version of its layout, described by the\n"
+         "JSON Schema share/gpuplug/list.schema.json; fields may be added within a version.\n";
 }
 
 int cmd_list(Args args) {
   bool json = false;
-  std::optional<std::string_view> explain;  // --explain SELECTOR
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string_view a = args[i];
-    if (a == "--json") {
-      json = true;
-    } else if (a == "--explain" || a.starts_with("--explain=")) {
-      if (a == "--explain") {
-        if (i + 1 >= args.size()) return usage_error("list: --explain needs a SELECTOR (e.g. auto)");
-        explain = args[++i];
-      } else {
-        explain = a.substr(std::string_view("--explain=").size());
-      }
-    } else if (a == "--help" || a == "-h") {
-      std::cout
-          << "usage: gpuplug list [--json | --explain SELECTOR]\n"
-             "\n"
-             "--explain SELECTOR: a dry run of selecting SELECTOR (\"auto\", \"cuda:1,host\"):\n"
-             "what it would choose and why, creating no backend. For auto, every device of the\n"
-             "usable plugins, ranked by class (discrete_gpu, integrated_gpu, accelerator, cpu,\n"
-             "emulator; a plugin older than ABI 1.1 ranks as accelerator), then score (peak\n"
-             "GFLOP/s, then memory, then compute units), then discovery order, then ordinal;\n"
-             "then every plugin passed over and why. Exit 1 when nothing would be chosen.\n"
-             "\n"
-             "Text: whatever a plugin or a file name supplied is printed escaped: backslash as\n"
-             "\\\\, tab/newline/return as \\t \\n \\r, other control bytes, DEL and bytes that\n"
-             "are not UTF-8 as \\xNN (ESC is \\x1b), C1 controls as \\u0080..\\u009f.\n"
-             "\n"
-             "JSON: always valid UTF-8. A string that is not UTF-8 (a plugin's message, a Latin-1\n"
-             "file name) has each bad byte replaced with U+FFFD, and its object gains\n"
-             "\"<field>_bytes\": the exact bytes in lowercase hex (\"version_bytes\": \"312eff\").\n"
-             "When a search_path entry is not UTF-8, \"search_path_bytes\" lists every entry so.\n"
-             "DEL and C1 controls are written as \\u007f..\\u009f.\n"
-             "The document's \"schema\" (now 1) is the version of its layout, described by the\n"
-             "JSON Schema share/gpuplug/list.schema.json; fields may be added within a version.\n";
-      return 0;
-    } else {
-      return usage_error("list: unknown option '" + std::string(a) + "'");
-    }
-  }
-  if (json && explain) return usage_error("list: --json and --explain do not combine");
+  std::optional<std::string> explain;  // --explain SELECTOR
+  gpuplug::tool::CommandLine cli("list", print_list_usage);
+  cli.flag("--json", json);
+  cli.value("--explain", explain, "a SELECTOR (e.g. auto)");
+  if (const auto status = cli.parse(args)) return *status;
+  if (json && explain) return gpuplug::tool::usage_error("list", "--json and --explain do not combine");
   gpuplug::PluginRegistry registry;
   registry.discover();  // never throws for a broken plugin: each entry says why
   if (explain) return explain_selection(registry, *explain);

@@ -25,20 +25,18 @@
 #include "gpuplug/support/escape.hpp"
 #include "gpuplug/support/regular_file.hpp"
 
+#include "cli.hpp"
+
 namespace gpuplug::tool {
 
 namespace {
 
 constexpr int exit_regressed = 1;
-constexpr int exit_usage = 2;
 /// A results record of 66 cases is about 20 KB; this only stops a wrong file from being read
 /// whole.
 constexpr std::uint64_t max_results_bytes = std::uint64_t{64} << 20;
 
-int usage_error(const std::string& message) {
-  std::cerr << "gpuplug matrix: " << message << "\n(run 'gpuplug matrix --help' for usage)\n";
-  return exit_usage;
-}
+int usage_error(const std::string& message) { return tool::usage_error("matrix", message); }
 
 void print_usage(std::ostream& os) {
   os << "usage: gpuplug matrix [--markdown | --summary] [--messages] [--html OUT.html]\n"
@@ -369,29 +367,14 @@ int run_matrix(std::span<const std::string_view> args) {
   bool markdown = false, messages = false, summary = false;
   std::optional<std::string> html;
   std::vector<std::string> files, baselines;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string_view a = args[i];
-    if (a == "--help" || a == "-h") {
-      print_usage(std::cout);
-      return 0;
-    } else if (a == "--markdown") {
-      markdown = true;
-    } else if (a == "--summary") {
-      summary = true;
-    } else if (a == "--messages") {
-      messages = true;
-    } else if (a == "--html") {
-      if (i + 1 >= args.size()) return usage_error("--html needs a file to write");
-      html = std::string(args[++i]);
-    } else if (a == "--baseline") {
-      if (i + 1 >= args.size()) return usage_error("--baseline needs a results file");
-      baselines.emplace_back(args[++i]);
-    } else if (a.starts_with("-")) {
-      return usage_error("unknown option '" + support::escape_text(a) + "'");
-    } else {
-      files.emplace_back(a);
-    }
-  }
+  CommandLine cli("matrix", print_usage);
+  cli.flag("--markdown", markdown);
+  cli.flag("--summary", summary);
+  cli.flag("--messages", messages);
+  cli.value("--html", html, "a file to write");
+  cli.values("--baseline", baselines, "a results file");
+  cli.positionals("results", files);
+  if (const auto status = cli.parse(args)) return *status;
   if (files.empty()) return usage_error("no results files (RESULT.json from gpuplug check --json)");
   if (markdown && summary) return usage_error("--markdown and --summary exclude each other");
 

@@ -16,19 +16,17 @@
 #include "gpuplug/support/regular_file.hpp"
 #include "gpuplug/support/text.hpp"
 
+#include "cli.hpp"
+
 namespace gpuplug::tool {
 
 namespace {
 
-constexpr int exit_usage = 2;
 /// A snapshot file larger than this is refused, not read (a ledger of millions of allocations
 /// with a full history stays far below it).
 constexpr std::uint64_t max_snapshot_bytes = std::uint64_t{1} << 30;
 
-int usage_error(const std::string& message) {
-  std::cerr << "gpuplug mem: " << message << "\n(run 'gpuplug mem --help' for usage)\n";
-  return exit_usage;
-}
+int usage_error(const std::string& message) { return tool::usage_error("mem", message); }
 
 void print_usage(std::ostream& os) {
   os << "usage: gpuplug mem SNAPSHOT.json [--html OUT.html]\n"
@@ -177,23 +175,12 @@ void print_mem_diff(const MemorySnapshot& a, const MemorySnapshot& b, std::ostre
 int run_mem(std::span<const std::string_view> args) {
   std::optional<std::string> html;
   std::vector<std::string> files;
-  bool diff = false;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string_view a = args[i];
-    if (a == "--help" || a == "-h") {
-      print_usage(std::cout);
-      return 0;
-    } else if (a == "--html") {
-      if (i + 1 >= args.size()) return usage_error("--html needs a file to write");
-      html = std::string(args[++i]);
-    } else if (a == "diff" && i == 0) {
-      diff = true;
-    } else if (a.starts_with("-")) {
-      return usage_error("unknown option '" + support::escape_text(a) + "'");
-    } else {
-      files.emplace_back(a);
-    }
-  }
+  // "diff" as the first word is the command's second form; anywhere else it is a file name.
+  const bool diff = !args.empty() && args.front() == "diff";
+  CommandLine cli("mem", print_usage);
+  cli.value("--html", html, "a file to write");
+  cli.positionals("snapshots", files);
+  if (const auto status = cli.parse(diff ? args.subspan(1) : args)) return *status;
   if (diff && files.size() != 2) return usage_error("diff needs two snapshots: A.json B.json");
   if (diff && html) return usage_error("--html does not combine with diff");
   if (!diff && files.size() != 1)

@@ -14,28 +14,23 @@
 #include <vector>
 
 #include <gpuplug/support/escape.hpp>
+#include <gpuplug/support/json.hpp>
 #include <gpuplug/support/regular_file.hpp>
+
+#include "cli.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 using gpuplug::support::escape_text;
-using gpuplug::support::json_member;
-using gpuplug::support::json_string;
+namespace json = gpuplug::support::json;
 
-constexpr int exit_usage = 2;
 // A module larger than this is not read (the limit load_module_file applies to files too).
 constexpr std::uint64_t max_module_bytes = std::uint64_t{1} << 30;
 
 
-std::string json_list(const std::vector<std::string>& items) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + json_string(items[i]);
-  return out + "]";
-}
-
-std::string optional_number(std::optional<std::uint32_t> v) {
-  return v ? std::to_string(*v) : std::string("null");
+json::value optional_number(std::optional<std::uint32_t> v) {
+  return v ? json::value(*v) : json::value();
 }
 
 /// One module file for one device: the inspection, or the error that stopped it.
@@ -162,72 +157,71 @@ void print_text(const std::vector<PluginModules>& all) {
 /// meaning or goes away (fields may be added within a version), as for `gpuplug list --json`.
 constexpr int modules_schema_version = 1;
 
+json::value module_json(const gpuplug::ModuleInspection& m) {
+  json::value out = {{"loadable", m.loadable}};
+  json::set_text(out, "format", m.format);
+  json::set_text(out, "target", m.target);
+  json::set_text(out, "reason", m.reason);
+  out["targets"] = m.targets;
+  out["truncated"] = m.truncated;
+  json::value& functions = out["functions"] = json::value::array();
+  for (const std::string& f : m.functions) {
+    json::value function = json::value::object();
+    json::set_text(function, "name", f);
+    function["n_tile"] = optional_number(m.value_of(f + "_n_tile"));
+    function["a_e4m3"] = optional_number(m.value_of(f + "_a_e4m3"));
+    functions.push_back(std::move(function));
+  }
+  json::value& symbols = out["symbols"] = json::value::array();
+  for (const auto& symbol : m.symbols) {
+    json::value entry = json::value::object();
+    json::set_text(entry, "name", symbol.name);
+    entry["value"] = optional_number(symbol.value);
+    symbols.push_back(std::move(entry));
+  }
+  return out;
+}
+
 void print_json(const std::vector<PluginModules>& all) {
-  std::string out = "{\n  \"schema\": " + std::to_string(modules_schema_version) +
-                    ",\n  \"plugins\": [";
-  bool first_plugin = true;
+  json::value doc = {{"schema", modules_schema_version}};
+  json::value& plugins = doc["plugins"] = json::value::array();
   for (const PluginModules& pm : all) {
     const gpuplug::PluginInfo& p = *pm.plugin;
-    out += first_plugin ? "\n" : ",\n";
-    first_plugin = false;
-    out += "    {" + json_member("name", p.name) +
-           ", \"state\": " + json_string(gpuplug::to_string(p.state)) +
-           ", \"reason\": " + json_string(gpuplug::to_string(p.reason)) + ", " +
-           json_member("message", p.message) + ",\n     \"folders\": [";
-    for (std::size_t i = 0; i < pm.folders.size(); ++i)
-      out += (i ? ", " : "") + json_string(pm.folders[i].string());
-    out += "], \"notes\": " + json_list(pm.folder_notes) + ",\n     \"modules\": [";
-    bool first_file = true;
+    json::value plugin = json::value::object();
+    json::set_text(plugin, "name", p.name);
+    plugin["state"] = gpuplug::to_string(p.state);
+    plugin["reason"] = gpuplug::to_string(p.reason);
+    json::set_text(plugin, "message", p.message);
+    json::value& folders = plugin["folders"] = json::value::array();
+    for (const fs::path& folder : pm.folders) folders.push_back(folder.string());
+    plugin["notes"] = pm.folder_notes;
+    json::value& modules = plugin["modules"] = json::value::array();
     for (const ModuleFile& mf : pm.files) {
-      out += first_file ? "\n" : ",\n";
-      first_file = false;
-      out += "      {" + json_member("file", mf.path.filename().string()) + ", " +
-             json_member("path", mf.path.string());
-      if (!mf.read_error.empty()) out += ", " + json_member("read_error", mf.read_error);
-      out += ", \"devices\": [";
-      bool first_device = true;
+      json::value file = json::value::object();
+      json::set_text(file, "file", mf.path.filename().string());
+      json::set_text(file, "path", mf.path.string());
+      if (!mf.read_error.empty()) json::set_text(file, "read_error", mf.read_error);
+      json::value& devices = file["devices"] = json::value::array();
       for (const DeviceResult& r : mf.devices) {
-        out += first_device ? "\n" : ",\n";
-        first_device = false;
-        out += "        {\"ordinal\": " + std::to_string(r.ordinal);
-        if (!r.inspection) {
-          out += ", \"error\": {\"status\": " + json_string(r.error_status) + ", " +
-                 json_member("message", r.error) + "}}";
-          continue;
+        json::value device = {{"ordinal", r.ordinal}};
+        if (r.inspection) {
+          device.update(module_json(*r.inspection));
+        } else {
+          json::value error = {{"status", r.error_status}};
+          json::set_text(error, "message", r.error);
+          device["error"] = std::move(error);
         }
-        const gpuplug::ModuleInspection& m = *r.inspection;
-        out += ", \"loadable\": " + std::string(m.loadable ? "true" : "false") + ", " +
-               json_member("format", m.format) + ", " + json_member("target", m.target) + ", " +
-               json_member("reason", m.reason) + ", \"targets\": " + json_list(m.targets) +
-               ", \"truncated\": " + (m.truncated ? "true" : "false") + ",\n         \"functions\": [";
-        for (std::size_t i = 0; i < m.functions.size(); ++i) {
-          const std::string& f = m.functions[i];
-          out += std::string(i ? ", " : "") + "{" + json_member("name", f) +
-                 ", \"n_tile\": " + optional_number(m.value_of(f + "_n_tile")) +
-                 ", \"a_e4m3\": " + optional_number(m.value_of(f + "_a_e4m3")) + "}";
-        }
-        out += "],\n         \"symbols\": [";
-        for (std::size_t i = 0; i < m.symbols.size(); ++i)
-          out += std::string(i ? ", " : "") + "{" + json_member("name", m.symbols[i].name) +
-                 ", \"value\": " + optional_number(m.symbols[i].value) + "}";
-        out += "]}";
+        devices.push_back(std::move(device));
       }
-      out += first_device ? "]}" : "\n      ]}";
+      modules.push_back(std::move(file));
     }
-    out += first_file ? "]}" : "\n     ]}";
+    plugins.push_back(std::move(plugin));
   }
-  out += first_plugin ? "]\n}\n" : "\n  ]\n}\n";
-  std::cout << out;
+  std::cout << json::dump(doc, json::layout::document) << "\n";
 }
 
-int usage(const std::string& message) {
-  std::cerr << "gpuplug modules: " << message << "\n(run 'gpuplug modules --help' for usage)\n";
-  return exit_usage;
-}
-
-void print_help() {
-  std::cout
-      << "usage: gpuplug modules [--backend SEL] [--modules DIR]... [--json]\n"
+void print_help(std::ostream& os) {
+  os << "usage: gpuplug modules [--backend SEL] [--modules DIR]... [--json]\n"
          "\n"
          "Kernel-binary preflight: for each module file in a plugin's modules folders\n"
          "(<plugin folder>/../kernels/<plugin>, then each --modules DIR) and each device,\n"
@@ -249,30 +243,17 @@ void print_help() {
 
 int run_modules(std::span<const std::string_view> args) {
   std::optional<std::string> selector;
-  std::vector<fs::path> extra;
+  std::vector<std::string> extra;  // --modules DIR, in order
   bool json = false;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string_view a = args[i];
-    if (a == "--json") {
-      json = true;
-    } else if (a == "--help" || a == "-h") {
-      print_help();
-      return 0;
-    } else if (a == "--backend" || a == "--modules") {
-      if (i + 1 >= args.size()) return usage("option '" + std::string(a) + "' needs a value");
-      const std::string value(args[++i]);
-      if (a == "--backend")
-        selector = value;
-      else
-        extra.emplace_back(value);
-    } else {
-      return usage("unknown option '" + std::string(a) + "'");
-    }
-  }
-  for (const fs::path& dir : extra) {
+  gpuplug::tool::CommandLine cli("modules", print_help);
+  cli.value("--backend", selector, "a selector (e.g. host, cuda:1)");
+  cli.values("--modules", extra, "a folder");
+  cli.flag("--json", json);
+  if (const auto status = cli.parse(args)) return *status;
+  for (const std::string& dir : extra) {
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) {
-      std::cerr << "gpuplug modules: --modules '" << escape_text(dir.string())
+      std::cerr << "gpuplug modules: --modules '" << escape_text(dir)
                 << "': " << (ec ? ec.message() : std::string("not a folder")) << "\n";
       return 1;
     }
@@ -282,7 +263,7 @@ int run_modules(std::span<const std::string_view> args) {
     try {
       items = gpuplug::parse_selector(*selector);
     } catch (const gpuplug::Error& e) {
-      return usage(e.message());
+      return gpuplug::tool::usage_error("modules", e.message());
     }
   }
 

@@ -54,7 +54,7 @@ err=$("$tool" modules --backend nosuch 2>&1); rc=$?
 err=$("$tool" modules --backend host:3 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "no device 3" <<<"$err" || fail "absent device: rc $rc: $err"
 err=$("$tool" modules --backend 2>&1); rc=$?
-[ $rc -eq 2 ] && grep -q "'--backend' needs a value" <<<"$err" || fail "missing value: rc $rc: $err"
+[ $rc -eq 2 ] && grep -q -- "--backend needs a selector" <<<"$err" || fail "missing value: rc $rc: $err"
 set -e
 
 command -v python3 >/dev/null || { echo "python3 missing: JSON half skipped"; exit 77; }

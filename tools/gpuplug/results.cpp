@@ -4,23 +4,21 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
-#include <boost/property_tree/json_parser.hpp>
-#include <boost/property_tree/ptree.hpp>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <sstream>
 
 #include "gpuplug/support/escape.hpp"
+#include "gpuplug/support/json.hpp"
 
 namespace gpuplug::tool {
 
 namespace {
 
-using support::json_member;
-using support::json_string;
+namespace json = support::json;
 
 constexpr std::array<std::pair<Verdict, std::string_view>, 7> verdict_names = {{
     {Verdict::passed, "passed"},
@@ -78,21 +76,32 @@ std::string xml_text(std::string_view s) {
 
 namespace {
 
-using boost::property_tree::ptree;
-
 [[noreturn]] void bad(const std::string& source, const std::string& why) {
   throw BadResults(source + ": " + why);
 }
 
-std::string required_string(const ptree& t, const std::string& key, const std::string& source,
+/// The string at `path` ("backend.device.name"), or nullptr when a step is missing or the value
+/// is not a string.
+const std::string* string_at(const json::value& t, std::string_view path) {
+  const json::value* v = &t;
+  for (std::size_t at = 0; v && at <= path.size();) {
+    const std::size_t dot = std::min(path.find('.', at), path.size());
+    v = json::member(*v, path.substr(at, dot - at));
+    at = dot + 1;
+  }
+  return v && v->is_string() ? &v->get_ref<const std::string&>() : nullptr;
+}
+
+std::string required_string(const json::value& t, std::string_view path, const std::string& source,
                             std::string_view where) {
-  const auto v = t.get_optional<std::string>(key);
-  if (!v) bad(source, std::string(where) + "has no \"" + key + "\"");
+  const std::string* v = string_at(t, path);
+  if (!v) bad(source, std::string(where) + "has no \"" + std::string(path) + "\"");
   return *v;
 }
 
-std::string optional_string(const ptree& t, const std::string& key) {
-  return t.get<std::string>(key, "");
+std::string optional_string(const json::value& t, std::string_view path) {
+  const std::string* v = string_at(t, path);
+  return v ? *v : std::string();
 }
 
 }  // namespace
@@ -146,45 +155,44 @@ std::string to_json(const RunRecord& run) {
       ++counts[2];
     }
   }
-  std::string out = "{\n";
-  out += "  \"schema\": " + std::to_string(results_schema) + ",\n";
-  out += "  \"tool\": \"gpuplug check\",\n";
-  out += "  " + json_member("gpuplug_version", run.gpuplug_version) + ",\n";
-  out += "  " + json_member("abi_version", run.abi_version) + ",\n";
-  out += "  " + json_member("started", run.started) + ",\n";
-  out += "  \"machine\": {" + json_member("hostname", run.machine.hostname) + ", " +
-         json_member("os", run.machine.os) + ", " + json_member("arch", run.machine.arch) + "},\n";
-  out += "  \"backend\": {\n";
-  out += "    " + json_member("name", run.backend) + ",\n";
-  out += "    " + json_member("plugin", run.plugin) + ",\n";
-  out += "    " + json_member("plugin_file", run.plugin_file) + ",\n";
-  out += "    \"available\": " + std::string(run.available ? "true" : "false") + ",\n";
-  out += "    " + json_member("unavailable_reason", run.unavailable_reason) + ",\n";
+  json::value doc = {{"schema", results_schema}, {"tool", "gpuplug check"}};
+  json::set_text(doc, "gpuplug_version", run.gpuplug_version);
+  json::set_text(doc, "abi_version", run.abi_version);
+  json::set_text(doc, "started", run.started);
+  json::value& machine = doc["machine"] = json::value::object();
+  json::set_text(machine, "hostname", run.machine.hostname);
+  json::set_text(machine, "os", run.machine.os);
+  json::set_text(machine, "arch", run.machine.arch);
+  json::value& backend = doc["backend"] = json::value::object();
+  json::set_text(backend, "name", run.backend);
+  json::set_text(backend, "plugin", run.plugin);
+  json::set_text(backend, "plugin_file", run.plugin_file);
+  backend["available"] = run.available;
+  json::set_text(backend, "unavailable_reason", run.unavailable_reason);
   const DeviceRecord& d = run.device;
-  out += "    \"device\": {" + json_member("name", d.name) + ", " + json_member("uuid", d.uuid) +
-         ", " + json_member("pci", d.pci) + ", " + json_member("class", d.device_class) + ", " +
-         json_member("driver_version", d.driver_version) + ", " +
-         json_member("runtime_version", d.runtime_version) + "}\n";
-  out += "  },\n";
-  out += "  \"options\": {\"isolate\": " + std::string(run.isolated ? "true" : "false") +
-         ", \"timeout_s\": " + std::to_string(run.timeout_s) + "},\n";
-  out += "  \"cases\": [";
-  bool first = true;
+  json::value& device = backend["device"] = json::value::object();
+  json::set_text(device, "name", d.name);
+  json::set_text(device, "uuid", d.uuid);
+  json::set_text(device, "pci", d.pci);
+  json::set_text(device, "class", d.device_class);
+  json::set_text(device, "driver_version", d.driver_version);
+  json::set_text(device, "runtime_version", d.runtime_version);
+  doc["options"] = {{"isolate", run.isolated}, {"timeout_s", run.timeout_s}};
+  json::value& cases = doc["cases"] = json::value::array();
   for (const auto& c : run.cases) {
-    out += first ? "\n" : ",\n";
-    first = false;
-    out += "    {" + json_member("name", c.name) +
-           ", \"status\": " + json_string(to_string(c.verdict)) +
-           ", \"seconds\": " + seconds_text(c.seconds) + ", " + json_member("summary", c.summary) +
-           ", " + json_member("message", c.message) + ", " +
-           json_member("known_failure", c.known_failure) + "}";
+    json::value record = json::value::object();
+    json::set_text(record, "name", c.name);
+    record["status"] = std::string(to_string(c.verdict));
+    // Milliseconds are what a reader of the record can use; more digits are noise.
+    const double seconds = std::isfinite(c.seconds) && c.seconds >= 0 ? c.seconds : 0.0;
+    record["seconds"] = std::round(seconds * 1000) / 1000;
+    json::set_text(record, "summary", c.summary);
+    json::set_text(record, "message", c.message);
+    json::set_text(record, "known_failure", c.known_failure);
+    cases.push_back(std::move(record));
   }
-  out += first ? "],\n" : "\n  ],\n";
-  out += "  \"summary\": {\"passed\": " + std::to_string(counts[0]) +
-         ", \"failed\": " + std::to_string(counts[1]) +
-         ", \"skipped\": " + std::to_string(counts[2]) + "}\n";
-  out += "}\n";
-  return out;
+  doc["summary"] = {{"passed", counts[0]}, {"failed", counts[1]}, {"skipped", counts[2]}};
+  return json::dump(doc, json::layout::document) + "\n";
 }
 
 std::string to_junit(const RunRecord& run) {
@@ -246,14 +254,13 @@ std::string to_junit(const RunRecord& run) {
 }
 
 RunRecord parse_results(std::string_view text, const std::string& source) {
-  ptree root;
-  try {
-    std::istringstream in{std::string(text)};
-    boost::property_tree::read_json(in, root);
-  } catch (const boost::property_tree::json_parser_error& e) {
-    bad(source, "not JSON: line " + std::to_string(e.line()) + ": " + e.message());
-  }
-  const std::string schema = required_string(root, "schema", source, "the document ");
+  std::string error;
+  const std::optional<json::value> parsed = json::parse(text, error);
+  if (!parsed) bad(source, "not JSON: " + error);
+  const json::value& root = *parsed;
+  const json::value* schema_value = json::member(root, "schema");
+  if (!schema_value) bad(source, "the document has no \"schema\"");
+  const std::string schema = json::dump(*schema_value, json::layout::one_line);
   if (schema != std::to_string(results_schema)) {
     bad(source, "schema " + support::escape_text(schema) +
                     ", but this gpuplug reads results of schema " + std::to_string(results_schema) +
@@ -269,7 +276,9 @@ RunRecord parse_results(std::string_view text, const std::string& source) {
   run.backend = required_string(root, "backend.name", source, "the document ");
   run.plugin = optional_string(root, "backend.plugin");
   run.plugin_file = optional_string(root, "backend.plugin_file");
-  run.available = root.get<std::string>("backend.available", "true") == "true";
+  const json::value* backend = json::member(root, "backend");
+  const json::value* available = backend ? json::member(*backend, "available") : nullptr;
+  run.available = !(available && available->is_boolean() && !available->get<bool>());
   run.unavailable_reason = optional_string(root, "backend.unavailable_reason");
   run.device.name = optional_string(root, "backend.device.name");
   run.device.uuid = optional_string(root, "backend.device.uuid");
@@ -277,13 +286,11 @@ RunRecord parse_results(std::string_view text, const std::string& source) {
   run.device.device_class = optional_string(root, "backend.device.class");
   run.device.driver_version = optional_string(root, "backend.device.driver_version");
   run.device.runtime_version = optional_string(root, "backend.device.runtime_version");
-  const auto cases = root.get_child_optional("cases");
-  if (!cases || (cases->empty() && !cases->data().empty()))
-    bad(source, "the document has no \"cases\" array");
+  const json::value* cases = json::member(root, "cases");
+  if (!cases || !cases->is_array()) bad(source, "the document has no \"cases\" array");
   std::size_t index = 0;
-  for (const auto& [key, c] : *cases) {
+  for (const json::value& c : *cases) {
     const std::string where = "case " + std::to_string(index++) + " ";
-    if (!key.empty()) bad(source, "\"cases\" is not an array");
     CaseRecord r;
     r.name = required_string(c, "name", source, where);
     const std::string status = required_string(c, "status", source, where);
@@ -295,10 +302,9 @@ RunRecord parse_results(std::string_view text, const std::string& source) {
                       "xfail, xpass, crashed, timed_out");
     }
     r.verdict = *verdict;
-    const std::string secs = c.get<std::string>("seconds", "0");
-    double s = 0;
-    const auto [end, ec] = std::from_chars(secs.data(), secs.data() + secs.size(), s);
-    if (ec != std::errc{} || end != secs.data() + secs.size() || !std::isfinite(s) || s < 0)
+    const json::value* secs = json::member(c, "seconds");
+    const double s = secs && secs->is_number() ? secs->get<double>() : secs ? -1.0 : 0.0;
+    if (!std::isfinite(s) || s < 0)
       bad(source, where + "(" + support::escape_text(r.name) + ") has a bad \"seconds\"");
     r.seconds = s;
     r.summary = optional_string(c, "summary");

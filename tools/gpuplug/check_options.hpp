@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+// The options of `gpuplug check`, read from its command line, and its help text.
+#pragma once
+
+#include <optional>
+#include <ostream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace gpuplug::tool {
+
+/// What `gpuplug check` was asked to do. The internal modes (run_case, run_lints) are the child
+/// processes of --isolate and of the lints; result_pipe is then run_child's inode number.
+struct CheckOptions {
+  std::optional<std::string> backend;         // --backend SEL
+  std::optional<std::string> plugin_file;     // --plugin FILE
+  std::optional<std::string> known_file;      // --known-failures FILE
+  std::vector<std::string> filters;           // --case TEXT...
+  bool isolate = false;                       // --isolate, or implied by --timeout
+  long timeout_s = 0;                         // --timeout SECONDS; 0: no limit
+  std::optional<std::string> json_file;       // --json FILE
+  std::optional<std::string> junit_file;      // --junit FILE
+  std::vector<std::string> case_files;        // --cases LIB.so..., in order
+  std::optional<std::string> modules;         // --modules DIR
+  bool only_user = false;                     // --only-user
+  bool list = false;                          // --list
+  bool list_plugins = false;                  // --list-plugins
+  std::optional<std::string> run_case_name;   // --run-case NAME (internal)
+  std::optional<std::string> run_lints_file;  // --run-lints FILE (internal)
+  std::string result_pipe;                    // --result-pipe INODE (internal)
+};
+
+/// The largest --timeout, in seconds (a day).
+inline constexpr long max_timeout_seconds = 86400;
+
+/// The options in `args` (what follows "check"), checked for the combinations that make no
+/// sense; or the exit status to return at once: 0 after --help, 2 after a usage error (said on
+/// stderr).
+std::variant<CheckOptions, int> parse_check_options(std::span<const std::string_view> args);
+
+void print_check_usage(std::ostream& os);
+
+}  // namespace gpuplug::tool
