@@ -24,7 +24,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "hash.hpp"  // core/hash.hpp: the hash OpCache uses
+#include "opcache/hash.hpp"  // core/hash.hpp: the hash OpCache uses
 
 namespace gpuplug::bench {
 

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // The list of built-in layers; each lives in a file of its own under core/layers/.
-#include "builtin.hpp"
+#include "layers/builtin.hpp"
 
 #include <array>
 
-#include "faults.hpp"
-#include "trace.hpp"
-#include "validate.hpp"
+#include "layers/faults.hpp"
+#include "layers/trace.hpp"
+#include "layers/validate.hpp"
 
 namespace gpuplug::detail {
 

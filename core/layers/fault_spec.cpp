@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The `faults` layer's spec: the parser and the trigger (fault_spec.hpp).
-#include "fault_spec.hpp"
+#include "layers/fault_spec.hpp"
 
 #include <array>
 #include <charconv>

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "slots.hpp"
+#include "layers/slots.hpp"
 
 namespace gpuplug::detail::layers {
 

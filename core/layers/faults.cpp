@@ -2,7 +2,7 @@
 // The `faults` layer: counts the calls of the operations its spec names, per backend, and fails
 // the chosen ones, before the level below is called or (mode `after`) after it, undoing what the
 // call made. The spec's grammar is fault_spec.hpp's.
-#include "faults.hpp"
+#include "layers/faults.hpp"
 
 #include <array>
 #include <atomic>
@@ -13,8 +13,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "fault_spec.hpp"
-#include "layer_support.hpp"
+#include "layers/fault_spec.hpp"
+#include "layers/layer_support.hpp"
 
 namespace gpuplug::detail {
 

@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "slots.hpp"
+#include "layers/slots.hpp"
 
 namespace gpuplug::detail::layers {
 

@@ -2,7 +2,7 @@
 // The `trace` layer's hooks: every call of one backend with its arguments, duration and status,
 // recorded in a bounded ring, and handed to the writers (trace_writer.cpp) when the backend is
 // destroyed: Chrome trace-event JSON, and a summary per operation logged at info level.
-#include "trace.hpp"
+#include "layers/trace.hpp"
 
 #include <unistd.h>
 
@@ -19,8 +19,8 @@
 #include <type_traits>
 #include <unordered_map>
 
-#include "layer_support.hpp"
-#include "trace_writer.hpp"
+#include "layers/layer_support.hpp"
+#include "layers/trace_writer.hpp"
 
 namespace gpuplug::detail::layers {
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The trace layer's writers: a recording as Chrome trace-event JSON, as the summary text, and
 // the file it is written to.
-#include "trace_writer.hpp"
+#include "layers/trace_writer.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

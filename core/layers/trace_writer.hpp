@@ -16,7 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "slots.hpp"
+#include "layers/slots.hpp"
 
 namespace gpuplug::detail::layers::trace {
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The validate layer: its own record of what this backend made (memory in MemoryRecord; streams,
 // events and kernel handles here), checked before each call reaches the plugin.
-#include "validate.hpp"
+#include "layers/validate.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -17,8 +17,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "layer_support.hpp"
-#include "validate_memory.hpp"
+#include "layers/layer_support.hpp"
+#include "layers/validate_memory.hpp"
 
 namespace gpuplug::detail {
 

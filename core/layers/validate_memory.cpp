@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // MemoryRecord: the validate layer's allocations, module globals and recently freed ranges, and
 // what it says about a pointer that none of them holds.
-#include "validate_memory.hpp"
+#include "layers/validate_memory.hpp"
 
 #include <gpuplug/support/text.hpp>
 #include <mutex>

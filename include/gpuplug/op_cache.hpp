@@ -151,7 +151,7 @@ class OpCache final : public ModelResource<GpuBackend> {
   friend std::ostream& operator<<(std::ostream& os, const OpCache& c);  // OpCache { kernels: N, scratch: M }
 
  private:
-  struct GPUPLUG_LOCAL Impl;     // the core's own (core/op_cache_state.hpp): not exported
+  struct GPUPLUG_LOCAL Impl;     // the core's own (core/opcache/op_cache_state.hpp): not exported
   struct GPUPLUG_LOCAL Kernels;  // the kernel memo: owned by a standalone cache, shared by model caches
   /// Throws Error(invalid_argument) unless the cache is unbound (then binds it) or bound to gpu.
   void bind(GpuBackend& gpu);

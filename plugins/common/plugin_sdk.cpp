@@ -1,134 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// The SDK's C edge: the table's slots, each checking its arguments and catching everything.
-#include "plugin_sdk.hpp"
-
-#include <algorithm>
-#include <cstring>
-#include <new>
-
-#include "events.hpp"
+// The SDK's instance slots: each checks its arguments, calls the Device and catches everything;
+// fill_instance_slots and fill_peer_slots put them in the table, from the one slot list.
+#include "edge.hpp"
 #include "gpuplug/support/abi_slots.hpp"
-#include "gpuplug/support/c_string.hpp"
 #include "gpuplug/support/escape.hpp"
-#include "gpuplug/support/failures.hpp"
 #include "gpuplug/support/text.hpp"
-#include "ledger.hpp"
-#include "module_registry.hpp"
 
 namespace gpuplug::sdk::detail {
 
-/// What the edge reaches in a Device that vendors do not: the ledger, the registry, the stream
-/// set for changes, the sweep and the error slots.
-struct DeviceAccess {
-  static AllocationLedger& ledger(Device& d) noexcept { return *d.ledger_; }
-  static ModuleRegistry& modules(Device& d) noexcept { return *d.modules_; }
-  static StreamSet& streams(Device& d) noexcept { return d.streams_; }
-  static EventSet& events(Device& d) noexcept { return *d.events_; }
-  static SweepResult sweep_unreleased(Device& d) { return d.sweep_unreleased(); }
-  static void set_last_error(Device& d, std::string message) {
-    d.set_last_error(std::move(message));
-  }
-  static std::string take_last_error(Device& d) { return d.take_last_error(); }
-};
-
 namespace {
-
-using support::copy_out;
-
-template <std::size_t N>
-void terminate_string(char (&field)[N]) noexcept {
-  field[N - 1] = '\0';
-}
-
-Device& as_device(gpuplug_instance_t inst) noexcept { return *reinterpret_cast<Device*>(inst); }
-
-/// The status and message of the exception being handled; call only inside a catch block.
-/// Failure keeps its own; bad_alloc is OUT_OF_MEMORY; anything else is INTERNAL. Never throws:
-/// with no memory for the message, the status still tells the caller.
-struct Caught {
-  gpuplug_status_t status = GPUPLUG_STATUS_INTERNAL;
-  std::string message;
-};
-
-[[gnu::cold]] Caught caught(const char* op) noexcept {
-  Caught out;
-  try {
-    try {
-      throw;
-    } catch (const Failure& e) {
-      out.status = e.status();
-      out.message = e.what();
-    } catch (const std::bad_alloc&) {
-      out.status = GPUPLUG_STATUS_OUT_OF_MEMORY;
-      out.message = std::string(op) + ": out of host memory";
-    } catch (...) {
-      out.message = std::string(op) + ": internal error: " + support::describe_current_exception();
-    }
-  } catch (...) {
-  }
-  return out;
-}
-
-/// The edge: runs `body` and turns every exception into a status plus this thread's message.
-/// The success path allocates nothing and takes no lock.
-template <class Body>
-gpuplug_status_t guarded(gpuplug_instance_t inst, const char* op, Body&& body) noexcept {
-  if (inst == nullptr) return GPUPLUG_STATUS_INVALID_ARGUMENT;
-  Device& d = as_device(inst);
-  try {
-    body(d);
-    return GPUPLUG_STATUS_SUCCESS;
-  } catch (...) {
-    Caught c = caught(op);
-    try {
-      DeviceAccess::set_last_error(d, std::move(c.message));
-    } catch (...) {
-    }
-    return c.status;
-  }
-}
-
-void check_host(const char* op, const char* role, const void* p) {
-  if (p == nullptr)
-    fail(GPUPLUG_STATUS_INVALID_ARGUMENT, std::string(op) + ": host " + role + " is null");
-}
-
-/// `min_size`: the struct's size in ABI 1.0 (later minors only append fields).
-template <class T>
-void check_out_struct(const char* op, const T* out, std::size_t min_size = sizeof(T)) {
-  if (out == nullptr) fail(GPUPLUG_STATUS_INVALID_ARGUMENT, std::string(op) + ": out is null");
-  if (out->struct_size < min_size)
-    fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
-         std::string(op) + ": struct_size " + std::to_string(out->struct_size) +
-             " is smaller than the v1 struct (" + std::to_string(min_size) + ")");
-}
-
-/// The operands of one copy or memset, each checked by `transfer` when present.
-struct Transfer {
-  const char* op;
-  std::uint64_t bytes;
-  const std::uint64_t* stream = nullptr;      // the async copies' and memset's stream
-  const std::uint64_t* device_dst = nullptr;  // a device destination (written)
-  const void* const* host_dst = nullptr;      // a host destination
-  const void* const* host_src = nullptr;      // a host source
-  const std::uint64_t* device_src = nullptr;  // a device source (read)
-};
-
-/// The checks every copy and memset shares, then `call`: nothing for zero bytes; the stream
-/// (0 or live); each device range (the ledger, the registry's globals, then the vendor); each
-/// host pointer non-null.
-template <class Call>
-gpuplug_status_t transfer(gpuplug_instance_t inst, const Transfer& t, Call&& call) noexcept {
-  return guarded(inst, t.op, [&](Device& d) {
-    if (t.bytes == 0) return;
-    if (t.stream != nullptr) d.streams().check(t.op, *t.stream);
-    if (t.device_dst != nullptr) d.check_range(t.op, "destination", *t.device_dst, t.bytes, true);
-    if (t.host_dst != nullptr) check_host(t.op, "destination", *t.host_dst);
-    if (t.host_src != nullptr) check_host(t.op, "source", *t.host_src);
-    if (t.device_src != nullptr) d.check_range(t.op, "source", *t.device_src, t.bytes, false);
-    call(d);
-  });
-}
 
 void fill_stats(gpuplug_ledger_stats_t& out, const LedgerCounters& c) noexcept {
   out.reserved = 0;
@@ -193,25 +73,6 @@ gpuplug_status_t slot_memory_info(gpuplug_instance_t inst, std::uint64_t* free_b
     if (free_bytes != nullptr) *free_bytes = free;
     if (total_bytes != nullptr) *total_bytes = total;
   });
-}
-
-/// Writes as much of `info` as the caller's struct holds, and says how much in its struct_size.
-void write_device_info(gpuplug_device_info_t& out, gpuplug_device_info_t info) noexcept {
-  const std::size_t size = std::min<std::size_t>(out.struct_size, sizeof info);
-  info.struct_size = static_cast<std::uint32_t>(size);
-  std::memcpy(&out, &info, size);
-}
-
-/// Fills `out` through `describe` from a zeroed struct, then terminates its strings.
-template <class Describe>
-void describe_into(gpuplug_device_info_t& out, std::uint32_t ordinal, Describe&& describe) {
-  gpuplug_device_info_t info{};
-  info.ordinal = ordinal;
-  describe(info);
-  terminate_string(info.name);
-  terminate_string(info.uuid);
-  terminate_string(info.arch);
-  write_device_info(out, info);
 }
 
 gpuplug_status_t slot_device_info(gpuplug_instance_t inst, gpuplug_device_info_t* out) noexcept {
@@ -590,84 +451,7 @@ gpuplug_status_t slot_import_stream(gpuplug_instance_t inst, void* native,
   });
 }
 
-// ---- plugin-level helpers ----------------------------------------------------------------------
-
 }  // namespace
-
-gpuplug_status_t probe_with(const PluginHooks& hooks, gpuplug_probe_result_t* out) noexcept {
-  if (out == nullptr || out->struct_size < sizeof(gpuplug_probe_result_t))
-    return GPUPLUG_STATUS_INVALID_ARGUMENT;
-  const std::uint32_t size = out->struct_size;
-  *out = hooks.probed();
-  out->struct_size = size;
-  return GPUPLUG_STATUS_SUCCESS;
-}
-
-gpuplug_status_t describe_with(const PluginHooks& hooks, std::uint32_t ordinal,
-                               gpuplug_device_info_t* out) noexcept {
-  if (out == nullptr || out->struct_size < GPUPLUG_DEVICE_INFO_V1_0_SIZE)
-    return GPUPLUG_STATUS_INVALID_ARGUMENT;
-  try {
-    require_device(hooks, ordinal);
-    describe_into(*out, ordinal,
-                  [&](gpuplug_device_info_t& info) { hooks.describe_device(ordinal, info); });
-    return GPUPLUG_STATUS_SUCCESS;
-  } catch (...) {
-    const Caught c = caught("describe_device");
-    gpuplug_device_info_t failed{};
-    failed.ordinal = ordinal;
-    copy_out(c.message, failed.name, sizeof failed.name);
-    write_device_info(*out, failed);
-    return c.status;
-  }
-}
-
-namespace {
-/// "/a:/b" (escaped: folder names are the caller's, and go to logs), or "(none)".
-std::string describe_folders(const std::vector<std::filesystem::path>& folders) {
-  std::vector<std::string> names;
-  for (const auto& f : folders) names.push_back(support::escape_text(f.string()));
-  return names.empty() ? std::string("(none)") : support::join(names, ":");
-}
-}  // namespace
-
-gpuplug_status_t create_with(const PluginHooks& hooks, std::uint32_t ordinal,
-                             const gpuplug_option_t* options, std::uint32_t option_count,
-                             const gpuplug_host_services_t* services, gpuplug_instance_t* out,
-                             char* error, std::size_t error_size) noexcept {
-  copy_out("", error, error_size);
-  if (out == nullptr) {
-    copy_out("create: out is null", error, error_size);
-    return GPUPLUG_STATUS_INVALID_ARGUMENT;
-  }
-  *out = nullptr;
-  try {
-    DeviceConfig config =
-        parse_config(ordinal, options, option_count, services, hooks.extra_options);
-    config.plugin_name = hooks.name;
-    // The built-in folder first, so that naming more folders never hides the sample kernels.
-    if (std::filesystem::path dir = default_modules_dir(hooks.name); !dir.empty())
-      config.module_search_path.push_back(std::move(dir));
-    config.module_search_path.insert(config.module_search_path.end(),
-                                     config.modules_dirs.begin(), config.modules_dirs.end());
-    require_device(hooks, ordinal);
-    std::unique_ptr<Device> device = hooks.create(config);
-    if (!device)
-      fail(GPUPLUG_STATUS_INTERNAL, std::string(hooks.name) + ": create returned no device");
-    device->log(
-        GPUPLUG_LOG_DEBUG,
-        "created; module folders=" + describe_folders(config.module_search_path) +
-            ", device_memory_limit=" +
-            (config.device_memory_limit ? support::describe_bytes(*config.device_memory_limit)
-                                        : "(none)"));
-    *out = reinterpret_cast<gpuplug_instance_t>(device.release());
-    return GPUPLUG_STATUS_SUCCESS;
-  } catch (...) {
-    const Caught c = caught("create");
-    copy_out(c.message, error, error_size);
-    return c.status;
-  }
-}
 
 // The slots a Device serves, from the one slot list: every instance slot and destroy get the
 // SDK's slot_<name>; the peer copy and pinned slots only for a plugin that declares peer_copies.

@@ -11,7 +11,7 @@
 #include <sstream>
 #include <string>
 
-#include "plugin_table.hpp"
+#include "table/plugin_table.hpp"
 #include "v1_0_layout.h"
 
 

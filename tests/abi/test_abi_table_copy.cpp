@@ -7,7 +7,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cstring>
 
-#include "plugin_table.hpp"
+#include "table/plugin_table.hpp"
 
 using gpuplug::detail::copy_table;
 using gpuplug::detail::known_table_size;

@@ -318,8 +318,8 @@ BOOST_AUTO_TEST_CASE(a_destroyed_stream_is_named) {
   v.gpu->destroy_stream(s);
   const std::string gone = "stream " + std::to_string(s.value) + " was destroyed";
   refused([&] { v.gpu->memset(p, 0, 64, s); }, "memset", gone);
-  refused([&] { v.gpu->synchronize(s); }, "stream_synchronize", gone);
-  refused([&] { v.gpu->destroy_stream(s); }, "stream_destroy", gone);
+  refused([&] { v.gpu->synchronize(s); }, "synchronize", gone);
+  refused([&] { v.gpu->destroy_stream(s); }, "destroy_stream", gone);
   v.gpu->free(p);
 }
 

@@ -25,8 +25,6 @@ namespace fs = std::filesystem;
 using support::escape_text;
 
 constexpr std::string_view entry_symbol = GPUPLUG_PLUGIN_ENTRY_SYMBOL;
-constexpr std::string_view file_prefix = "libgpuplug-";
-constexpr std::string_view file_suffix = ".so";
 /// Names shown in a failure at most; the rest is counted.
 constexpr std::size_t max_named = 5;
 
@@ -142,10 +140,9 @@ std::string lint_runpath(const PluginElf& elf) {
 /// The <name> of libgpuplug-<name>.so, or nullopt when `file` is not named so.
 std::optional<std::string> name_from_file(const fs::path& file) {
   const std::string base = file.filename().string();
-  if (base.size() <= file_prefix.size() + file_suffix.size() || !base.starts_with(file_prefix) ||
-      !base.ends_with(file_suffix))
-    return std::nullopt;
-  return base.substr(file_prefix.size(), base.size() - file_prefix.size() - file_suffix.size());
+  const std::string_view name = support::plugin_name_of_file(base);
+  if (name.empty()) return std::nullopt;
+  return std::string(name);
 }
 
 std::string lint_name(const fs::path& file, const gpuplug_plugin_v1* own) {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The lints `gpuplug check` runs on a plugin file before the conformance cases (issue 21): rules
+// The lints `gpuplug check` runs on a plugin file before the conformance cases: rules
 // of docs/lints.md that no case can see, because they are about the file, not the backend.
 #pragma once
 
