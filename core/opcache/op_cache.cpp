@@ -96,10 +96,23 @@ OpCache::OpCache(GpuBackend& gpu, std::string_view name) : OpCache() {
 }
 
 OpCache::~OpCache() {
-  // A model cache stops sharing the memo; its own scratch, if not released, is the ledger's to
-  // report (the backend may be gone: it is never touched here).
+  // A model cache stops sharing the memo. Scratch it still holds cannot be freed here (the
+  // backend may be gone: it is never touched), so it is said at once, naming the cache and the
+  // bytes, rather than only by the backend's sweep much later.
   if (impl_->model) kernels_->model_caches.fetch_sub(1, std::memory_order_relaxed);
+  try {
+    if (const auto [buffers, bytes] = impl_->scratch_held(); buffers != 0) {
+      log(LogLevel::warning, "opcache",
+          "OpCache '" + impl_->label_text + "' destroyed holding " + std::to_string(buffers) +
+              " scratch buffer" + (buffers == 1 ? "" : "s") + " (" + std::to_string(bytes) +
+              " bytes) it never released: release it (Teardown) before destroying it; the "
+              "backend's ledger frees them at its sweep");
+    }
+  } catch (...) {  // no memory for the message: the sweep still reports them
+  }
 }
+
+void OpCache::rearm() noexcept { impl_->released.store(false, std::memory_order_relaxed); }
 
 // ---- kernels
 
@@ -360,6 +373,8 @@ void OpCache::release(GpuBackend& gpu) {
   // its binding, which is for life.
   s.gates.drop_retired();  // gates and counters are kept; only their outgrown arrays go
   s.counters.drop_retired();
+  // A model's release is its end until rearm(): scratch and alloc_with_fallback refuse.
+  if (s.model) s.released.store(true, std::memory_order_relaxed);
 
   if (!failures.empty()) {
     const char* what = "scratch buffers failed to free (the others were freed)";

@@ -62,9 +62,31 @@ DevicePtr OpCache::scratch_hit(const GpuBackend& gpu, std::string_view tag,
   return find_scratch(impl_->scratch, backend_, gpu, tag, bytes);
 }
 
+void OpCache::Impl::check_not_released(const GpuBackend& gpu, std::string_view operation) const {
+  if (!released.load(std::memory_order_relaxed)) return;
+  throw Error(Status::invalid_argument, std::string(gpu.name()), std::string(operation),
+              "the cache '" + label_text +
+                  "' was released (its Teardown ran): a released model cache allocates nothing "
+                  "until rearm() says the model is coming back");
+}
+
+std::pair<std::size_t, std::uint64_t> OpCache::Impl::scratch_held() const {
+  std::lock_guard lock(scratch_mutex);
+  std::size_t buffers = retired_scratch.size();
+  std::uint64_t bytes = 0;
+  for (const RetiredScratch& r : retired_scratch) bytes += r.record.bytes;
+  scratch.for_each([&](const ScratchEntry& e) {
+    ++buffers;
+    bytes += e.live().bytes;
+  });
+  return {buffers, bytes};
+}
+
 DevicePtr OpCache::scratch_miss(GpuBackend& gpu, std::string_view tag, std::size_t bytes) {
-  // The miss hashes again: carrying the hash out of the hit would make the hit dearer.
+  // The miss hashes again: carrying the hash out of the hit would make the hit dearer. A
+  // released cache holds no scratch, so every scratch call of one comes here.
   bind(gpu);
+  impl_->check_not_released(gpu, "scratch");
   const Impl::Use use(*impl_, backend_.load(std::memory_order_relaxed), gpu, "scratch");
   return impl_->scratch_miss(gpu, tag, bytes);
 }
@@ -121,6 +143,7 @@ void OpCache::note_alloc_fallback() noexcept {
 
 DevicePtr OpCache::alloc_with_fallback(GpuBackend& gpu, std::size_t bytes, const char* site) {
   bind(gpu);
+  impl_->check_not_released(gpu, "alloc_with_fallback");
   const Impl::Use use(*impl_, backend_.load(std::memory_order_relaxed), gpu,
                       "alloc_with_fallback");
   if (site == nullptr) site = kFallbackSite;

@@ -210,6 +210,10 @@ struct OpCache::Impl {
   std::atomic<std::uint64_t> in_use{0};
   std::atomic<bool> releasing{false};
   std::vector<RetiredScratch> retired_scratch;  // under scratch_mutex
+  // A model cache its Teardown released: scratch and alloc_with_fallback refuse until rearm()
+  // (a released model's memory must not come back unseen). Written by release and rearm
+  // (exclusive), read by those misses.
+  std::atomic<bool> released{false};
 
   // The kernel memo: this cache's own, or (model cache) its backend cache's. Never null.
   std::shared_ptr<Kernels> kernels = std::make_shared<Kernels>();
@@ -220,6 +224,13 @@ struct OpCache::Impl {
   std::string label_text = "op scratch";
 
   void drop_retired_scratch() noexcept { retired_scratch.clear(); }
+
+  /// Throws Error(invalid_argument) naming the cache and `operation` when it was released and
+  /// not re-armed.
+  void check_not_released(const GpuBackend& gpu, std::string_view operation) const;
+
+  /// The scratch buffers held (live and retired) and their bytes: what release would free.
+  std::pair<std::size_t, std::uint64_t> scratch_held() const;
 
   /// One call of kernel, scratch or alloc_with_fallback on a checked cache (`bound` has the
   /// low bit set), counted in in_use for its duration; nothing on an unchecked cache. Throws

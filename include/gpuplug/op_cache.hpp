@@ -51,11 +51,14 @@ class OpCache final : public ModelResource<GpuBackend> {
   OpCache();
   /// A model cache for `gpu` (see above): its own scratch, latch and gates, the kernel memo of
   /// `gpu.op_cache()` (which it binds to gpu: Error(invalid_argument) if that cache serves
-  /// another backend). `name` (e.g. "model A") tells models apart where the cache speaks: the
-  /// ledger's call site of its scratch ("OpCache::scratch (model A)"), its label ("op scratch
-  /// (model A)") and its warnings. It uses the backend's cache as a call would, so not while
-  /// that cache is being released. Release it (Teardown) before the backend goes; destroying it
-  /// frees no device memory (the ledger reports what was left).
+  /// another backend). `name` (e.g. "model A") tells models apart where the cache speaks: its
+  /// label ("op scratch (model A)"), the ledger's call site of each scratch buffer ("op scratch
+  /// (model A): <tag>") and its warnings. It uses the backend's cache as a call would, so not
+  /// while that cache is being released. Release it (Teardown) before the backend goes: once
+  /// released, its scratch and alloc_with_fallback throw Error(invalid_argument) naming it until
+  /// rearm(). Destroying it frees no device memory (the backend may be gone): one destroyed
+  /// while holding scratch logs a warning at once naming it and the bytes, and the backend's
+  /// sweep frees them.
   explicit OpCache(GpuBackend& gpu, std::string_view name = {});
   ~OpCache() override;
   OpCache(const OpCache&) = delete;
@@ -147,6 +150,11 @@ class OpCache final : public ModelResource<GpuBackend> {
   /// thread is inside kernel, scratch or alloc_with_fallback (docs/opcache.md). If a free fails it
   /// still frees the rest, forgets them all, then throws one Error naming the failures.
   void release(GpuBackend& gpu) override;
+  /// A released model cache may be used again: the model is coming back (a released one refuses
+  /// to allocate, so that memory of a model its Teardown ended never returns unseen). A no-op on
+  /// a cache that was not released, and on the backend's own or a standalone cache (release
+  /// unbinds those, and they serve the next backend they are given). Exclusive, as release.
+  void rearm() noexcept;
 
   friend std::ostream& operator<<(std::ostream& os, const OpCache& c);  // OpCache { kernels: N, scratch: M }
 

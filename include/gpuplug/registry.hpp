@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <ostream>
 #include <span>
 #include <string>
 #include <string_view>
@@ -106,8 +107,39 @@ struct SelectorItem {
 std::vector<SelectorItem> parse_selector(std::string_view selector);
 
 /// The outcome of a selection: the backend and why earlier candidates were passed over.
+/// The backend a Selection holds: a std::shared_ptr<GpuBackend> in all but one thing. `*` of a
+/// temporary does not compile, so `GpuBackend& gpu = *registry.select("host").backend;`, which
+/// would leave `gpu` naming a destroyed backend as soon as the Selection is gone, is a compile
+/// error ("use of deleted function ... operator*() const &&"): keep the Selection, or its
+/// backend, in a variable first. `->` on a temporary is fine (it lives to the end of the full
+/// expression). Converts to std::shared_ptr<GpuBackend> wherever one is expected.
+class BackendPtr {
+ public:
+  BackendPtr() noexcept = default;
+  BackendPtr(std::shared_ptr<GpuBackend> backend) noexcept : p_(std::move(backend)) {}  // NOLINT
+
+  operator const std::shared_ptr<GpuBackend>&() const& noexcept { return p_; }  // NOLINT
+  operator std::shared_ptr<GpuBackend>() && noexcept { return std::move(p_); }   // NOLINT
+  GpuBackend& operator*() const& noexcept { return *p_; }
+  GpuBackend& operator*() const&& = delete;  // the dangling spelling: see above
+  GpuBackend* operator->() const noexcept { return p_.get(); }
+  GpuBackend* get() const noexcept { return p_.get(); }
+  explicit operator bool() const noexcept { return p_ != nullptr; }
+  void reset() noexcept { p_.reset(); }
+
+  friend bool operator==(const BackendPtr& a, std::nullptr_t) noexcept { return !a.p_; }
+  friend bool operator==(const BackendPtr& a, const BackendPtr& b) noexcept { return a.p_ == b.p_; }
+  friend bool operator==(const BackendPtr& a, const std::shared_ptr<GpuBackend>& b) noexcept {
+    return a.p_ == b;
+  }
+  friend std::ostream& operator<<(std::ostream& os, const BackendPtr& p) { return os << p.p_; }
+
+ private:
+  std::shared_ptr<GpuBackend> p_;
+};
+
 struct Selection {
-  std::shared_ptr<GpuBackend> backend;    // null from PluginRegistry::dry_run
+  BackendPtr backend;                     // null from PluginRegistry::dry_run
   std::string chosen;                     // "host:0"
   std::vector<std::string> passed_over;   // "cuda: driver missing: libcuda.so.1 not found"
   /// When "auto" ran (not replaced by GPUPLUG_BACKEND): every device of the usable plugins, best

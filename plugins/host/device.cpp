@@ -276,22 +276,33 @@ void HostDevice::vendor_launch(std::uint64_t function, gpuplug_dim3_t grid, gpup
   const std::uint64_t xy = static_cast<std::uint64_t>(grid.x) * grid.y;
   if (xy > std::numeric_limits<std::uint64_t>::max() / grid.z)
     sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT, "launch: the grid has more than 2^64 blocks");
-  // The handle is a KernelRecord (modules.cpp); the ownership check is this one compare.
-  const auto* kernel = reinterpret_cast<const KernelRecord*>(static_cast<std::uintptr_t>(function));
-  if (kernel->owner != this) [[unlikely]]
-    fail_foreign(function, *kernel);
-  executor_.launch(stream, kernel->fn, kernel->name, grid, block, shared_bytes, params);
+  // The handle is checked before anything it names is read (kernel_handles.hpp).
+  const KernelHandles::Found kernel = kernel_handles_.find(function);
+  if (kernel.verdict != KernelHandles::Verdict::ok) [[unlikely]]
+    fail_handle(function, kernel.verdict);
+  executor_.launch(stream, kernel.record->fn, kernel.record->name, grid, block, shared_bytes,
+                   params);
 }
 
-void HostDevice::fail_foreign(std::uint64_t function, const KernelRecord& kernel) const {
-  // The record is readable: handles stay valid while their module is loaded (ModuleRegistry),
-  // and a handle used after its module was unloaded is outside the contract on every backend.
+void HostDevice::fail_handle(std::uint64_t function, KernelHandles::Verdict verdict) const {
+  const std::string handle = "launch: kernel handle " + support::hex(function);
+  switch (verdict) {
+    case KernelHandles::Verdict::foreign:
+      sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+                handle + " belongs to another backend instance (host instance " +
+                    std::to_string(function >> 32) + ", live or destroyed), not this one (" +
+                    std::to_string(kernel_handles_.serial()) +
+                    "): resolve the kernel with this backend's get_function / kernel()");
+    case KernelHandles::Verdict::unloaded:
+      sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+                handle + " names a kernel whose module was unloaded: load the module again and "
+                         "resolve the kernel anew");
+    case KernelHandles::Verdict::unknown:
+    case KernelHandles::Verdict::ok:
+      break;
+  }
   sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
-            "launch: kernel handle " + support::hex(function) + " (" + kernel.name +
-                ") belongs to another backend instance (" +
-                support::hex(reinterpret_cast<std::uintptr_t>(kernel.owner)) + "), not this one (" +
-                support::hex(reinterpret_cast<std::uintptr_t>(this)) +
-                "): resolve the kernel with this backend's get_function / kernel()");
+            handle + " was never handed out by this backend instance's get_function");
 }
 
 }  // namespace gpuplug::host

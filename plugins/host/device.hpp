@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "driver.hpp"
+#include "kernel_handles.hpp"
 #include "gpuplug/support/regular_file.hpp"
 #include "image.hpp"
 #include "plugin_sdk.hpp"
@@ -37,17 +38,17 @@ namespace gpuplug::host {
 //  - Modules are trusted code: a kernel that faults takes the process down, as on any CPU. A
 //    kernel that throws does not: the executor catches it and reports LAUNCH_FAILED naming the
 //    kernel and the exception (driver.hpp, "Kernel failures").
-//  - A function handle (get_function's value, a KernelHandle in the core) points at a
-//    KernelRecord owned by its module: the kernel's address, its name for messages and the
-//    instance that resolved it. launch compares that one field with itself, so a handle from
-//    another host instance is refused instead of silently running there (its module, globals
-//    and ledger are the other instance's).
+//  - A function handle (get_function's value, a KernelHandle in the core) names this instance
+//    and a slot of its KernelHandles table (kernel_handles.hpp), which points at a KernelRecord
+//    owned by its module: the kernel's address and its name for messages. launch checks the
+//    instance's serial and the slot before it reads anything, so a handle of another host
+//    instance (live or destroyed), one never handed out, or one whose module was unloaded is
+//    refused (INVALID_ARGUMENT) instead of running, or crashing, there.
 
 class HostDevice;
 
 /// What a host function handle points at; lives as long as its module is loaded.
 struct KernelRecord {
-  const HostDevice* owner;    // the instance whose get_function made it (checked by launch)
   gpuplug_host_kernel_fn fn;  // the kernel
   std::string name;           // "module::function", escaped for messages
 };
@@ -142,8 +143,8 @@ class HostDevice final : public sdk::Device {
     ImageSegment range;
     std::uintptr_t module;  // the HostModule it belongs to
   };
-  [[noreturn, gnu::cold]] void fail_foreign(std::uint64_t function,
-                                            const KernelRecord& kernel) const;
+  [[noreturn, gnu::cold]] void fail_handle(std::uint64_t function,
+                                           KernelHandles::Verdict verdict) const;
   /// Checks `image` (a full ELF validation), then loads it from `path` (a file) or, when `path`
   /// is empty, from a memfd copy of the bytes.
   sdk::VendorModule load(std::string_view name, std::span<const std::byte> image,
@@ -153,6 +154,7 @@ class HostDevice final : public sdk::Device {
 
   mutable std::shared_mutex segments_mutex_;
   std::vector<Segment> segments_;  // guarded by segments_mutex_
+  KernelHandles kernel_handles_;   // the handles get_function hands out (records: the modules')
   Executor executor_;              // last: destroyed first, after shutdown() in ~HostDevice
 };
 

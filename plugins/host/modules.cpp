@@ -35,8 +35,13 @@ struct HostModule {
   std::string path;                    // what dlopen was given, and what dladdr reports
   std::vector<std::string> functions;  // defined global STT_FUNC symbols of .dynsym, sorted
   std::mutex kernels_mutex;
-  // The records handles point at, one per function asked for; freed with the module.
-  std::map<std::string, std::unique_ptr<KernelRecord>, std::less<>> kernels;  // kernels_mutex
+  // One record per function asked for, with the handle naming it; the handles are removed from
+  // the instance's table, then the records freed, with the module.
+  struct Kernel {
+    std::unique_ptr<KernelRecord> record;
+    std::uint64_t handle = 0;
+  };
+  std::map<std::string, Kernel, std::less<>> kernels;  // kernels_mutex
 };
 
 /// Serialises "is this file already loaded?" with loading it by path, across the instances of
@@ -279,6 +284,10 @@ sdk::VendorModule HostDevice::load(std::string_view name, std::span<const std::b
 void HostDevice::vendor_unload_module(sdk::VendorModule module) noexcept {
   HostModule* m = &as_module(module);
   remove_segments(reinterpret_cast<std::uintptr_t>(m));
+  {
+    std::lock_guard lock(m->kernels_mutex);
+    for (const auto& [name, kernel] : m->kernels) kernel_handles_.remove(kernel.handle);
+  }
   if (m->handle != nullptr && dlclose(m->handle) != 0) {
     const char* why = dlerror();  // NOLINT(concurrency-mt-unsafe)
     try {
@@ -290,29 +299,37 @@ void HostDevice::vendor_unload_module(sdk::VendorModule module) noexcept {
     }
   }
   if (m->fd >= 0) ::close(m->fd);
-  delete m;  // and its kernel records: handles into the module are invalid from here
+  delete m;  // and its kernel records, which no handle names any more
 }
 
 std::uint64_t HostDevice::vendor_get_function(sdk::VendorModule module, const std::string& func) {
   HostModule& m = as_module(module);
   {
     std::lock_guard lock(m.kernels_mutex);
-    if (auto it = m.kernels.find(func); it != m.kernels.end())
-      return reinterpret_cast<std::uintptr_t>(it->second.get());
+    if (auto it = m.kernels.find(func); it != m.kernels.end()) return it->second.handle;
   }
   const Elf64_Sym* sym = nullptr;
   void* address = own_symbol(m, func, sym);
   if (address == nullptr) return 0;
   const unsigned type = ELF64_ST_TYPE(sym->st_info);
   if (type != STT_FUNC && type != STT_GNU_IFUNC) return 0;  // e.g. a data symbol of that name
-  // The handle is a record, not the address: launch needs the owner (one compare) and, when
-  // the kernel throws, its name. Names are escaped once here, not on every failure.
+  // The handle names a record, not the address: launch checks the handle first (its instance,
+  // its slot) and, when the kernel throws, names it. Names are escaped once here.
   auto record = std::make_unique<KernelRecord>(KernelRecord{
-      this, reinterpret_cast<gpuplug_host_kernel_fn>(address),
+      reinterpret_cast<gpuplug_host_kernel_fn>(address),
       bounded_text(m.name, kMaxShownBytes) + "::" + bounded_text(func, kMaxShownBytes)});
   std::lock_guard lock(m.kernels_mutex);
-  auto [it, inserted] = m.kernels.try_emplace(func, std::move(record));  // or a racing thread's
-  return reinterpret_cast<std::uintptr_t>(it->second.get());
+  auto [it, inserted] = m.kernels.try_emplace(func);  // or a racing thread's
+  if (inserted) {
+    try {
+      it->second.handle = kernel_handles_.add(record.get());
+    } catch (...) {
+      m.kernels.erase(it);
+      throw;
+    }
+    it->second.record = std::move(record);
+  }
+  return it->second.handle;
 }
 
 std::vector<std::string> HostDevice::vendor_list_functions(sdk::VendorModule module) {

@@ -595,7 +595,8 @@ BOOST_AUTO_TEST_CASE(a_kernel_handle_from_another_instance_is_refused) {
   void* params[] = {&n, &alpha, &x, &y};
   const std::string message = b.expect(api().launch(b.inst, fa, dim(1), dim(1), 0, 0, params),
                                        GPUPLUG_STATUS_INVALID_ARGUMENT, "a's handle on b");
-  BOOST_TEST(contains(message, "axpy::axpy"), message);
+  // Named by its value: a handle of another instance is never read, so not by its kernel.
+  BOOST_TEST(contains(message, "kernel handle 0x"), message);
   BOOST_TEST(contains(message, "belongs to another backend instance"), message);
   b.launch(fb, dim(1), dim(1), params, "b's own handle");
   b.free(x);

@@ -7,6 +7,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <gpuplug/gpuplug.hpp>
 #include <latch>
 #include <memory>
@@ -289,6 +290,54 @@ BOOST_AUTO_TEST_CASE(a_model_cache_that_outlives_its_backend_is_reported_and_mem
   BOOST_TEST(contains(log, "release of the backend's own cache refused: 1 model cache"));
   BOOST_TEST(model->kernel_count() == 1u);  // the memo it shares is still alive
   model.reset();
+}
+
+// A model its Teardown ended allocates nothing more unseen: scratch and alloc_with_fallback of a
+// released model cache are errors naming it, until rearm() says the model is back.
+BOOST_AUTO_TEST_CASE(a_released_model_cache_refuses_to_allocate_until_rearmed) {
+  Host host;
+  GpuBackend& gpu = *host.gpu;
+  OpCache model(gpu, "model A");
+  Teardown teardown;
+  teardown.add(model);
+  model.scratch(gpu, "act", 4096);
+  teardown.release_all(gpu);
+  BOOST_TEST(gpu.live_alloc_count() == 0u);
+  for (const auto& call : std::vector<std::function<void()>>{
+           [&] { model.scratch(gpu, "act", 4096); },
+           [&] { model.alloc_with_fallback(gpu, 64, "weights"); }}) {
+    const std::optional<Error> e = error_of(call);
+    BOOST_TEST_REQUIRE(e.has_value());
+    BOOST_TEST(e->status() == Status::invalid_argument, e->what());
+    BOOST_TEST(contains(e->what(), "op scratch (model A)"), e->what());
+    BOOST_TEST(contains(e->what(), "was released"), e->what());
+  }
+  BOOST_TEST(gpu.live_alloc_count() == 0u);  // nothing came back
+  BOOST_TEST(model.kernel(gpu, "axpy", "axpy"));  // the backend's kernels stay the backend's
+  model.rearm();
+  BOOST_TEST(usable(gpu, model.scratch(gpu, "act", 4096), 4096));
+  teardown.release_all(gpu);
+  BOOST_TEST(gpu.live_alloc_count() == 0u);
+}
+
+// A model cache destroyed while it holds scratch says so at once, naming itself and the bytes,
+// instead of leaving it to the backend's sweep at its own end.
+BOOST_AUTO_TEST_CASE(a_model_cache_destroyed_holding_scratch_says_so_at_once) {
+  Host host;
+  GpuBackend& gpu = *host.gpu;
+  auto model = std::make_unique<OpCache>(gpu, "model B");
+  model->scratch(gpu, "act", 4096);
+  model->scratch(gpu, "kv", 1024);
+  std::string log;
+  {
+    StderrCapture capture;
+    model.reset();
+    log = capture.text();
+  }
+  BOOST_TEST_INFO("log: " << log);
+  BOOST_TEST(contains(log, "OpCache 'op scratch (model B)' destroyed holding 2 scratch buffers"));
+  BOOST_TEST(contains(log, "5120 bytes"));
+  BOOST_TEST(gpu.live_alloc_count() == 2u);  // the ledger still has them, for the sweep
 }
 
 BOOST_AUTO_TEST_CASE(a_model_cache_is_bound_to_its_backend_for_life) {
