@@ -118,8 +118,7 @@ class BackendPtr {
   BackendPtr() noexcept = default;
   BackendPtr(std::shared_ptr<GpuBackend> backend) noexcept : p_(std::move(backend)) {}  // NOLINT
 
-  operator const std::shared_ptr<GpuBackend>&() const& noexcept { return p_; }  // NOLINT
-  operator std::shared_ptr<GpuBackend>() && noexcept { return std::move(p_); }   // NOLINT
+  operator std::shared_ptr<GpuBackend>() const noexcept { return p_; }  // NOLINT: converts
   GpuBackend& operator*() const& noexcept { return *p_; }
   GpuBackend& operator*() const&& = delete;  // the dangling spelling: see above
   GpuBackend* operator->() const noexcept { return p_.get(); }
