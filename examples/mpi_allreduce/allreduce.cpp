@@ -48,14 +48,14 @@ void allreduce_once(const Rank& r, Path path, Buffers& b, gpuplug::Stream stream
   const std::size_t bytes = count * sizeof(float);
   if (path == Path::direct) {
     r.gpu->synchronize(stream);  // the fill is complete before MPI reads the memory
-    check_mpi("MPI_Allreduce", MPI_Allreduce(b.send.native(), b.recv.native(), n, MPI_FLOAT,
-                                             MPI_SUM, r.comm));
+    check_mpi("MPI_Allreduce",
+              MPI_Allreduce(b.send.native(), b.recv.native(), n, MPI_FLOAT, MPI_SUM, r.comm));
     return;
   }
   r.gpu->copy_d2h_async(b.host_send.data(), b.send.get(), bytes, stream);  // after the fill
   r.gpu->synchronize(stream);  // the copy is complete before MPI reads host_send
-  check_mpi("MPI_Allreduce", MPI_Allreduce(b.host_send.data(), b.host_recv.data(), n, MPI_FLOAT,
-                                           MPI_SUM, r.comm));
+  check_mpi("MPI_Allreduce",
+            MPI_Allreduce(b.host_send.data(), b.host_recv.data(), n, MPI_FLOAT, MPI_SUM, r.comm));
   r.gpu->copy_h2d_async(b.recv.get(), b.host_recv.data(), bytes, stream);
   r.gpu->synchronize(stream);  // host_recv stays valid until the copy has read it
 }
@@ -92,11 +92,11 @@ std::uint64_t allreduce_sweep(const Rank& r, gpuplug::KernelHandle axpy, const S
 
       std::vector<float> got(count);
       r.gpu->copy_d2h(got.data(), b.recv.get(), count * sizeof(float));
-      const std::string what = std::string("allreduce of ") + std::to_string(count) +
-                               " floats (" + path_name(path) + ")";
+      const std::string what = std::string("allreduce of ") + std::to_string(count) + " floats (" +
+                               path_name(path) + ")";
       std::uint64_t wrong = check_elements(r, what.c_str(), got, sum);
-      check_mpi("MPI_Allreduce", MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UINT64_T, MPI_SUM,
-                                               r.comm));
+      check_mpi("MPI_Allreduce",
+                MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UINT64_T, MPI_SUM, r.comm));
       wrong_everywhere += wrong;
 
       std::vector<double> times;
@@ -109,20 +109,20 @@ std::uint64_t allreduce_sweep(const Rank& r, gpuplug::KernelHandle axpy, const S
       }
       std::sort(times.begin(), times.end());
       double t = times.empty() ? 0.0 : times[times.size() / 2];
-      check_mpi("MPI_Allreduce",
-                MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, r.comm));
+      check_mpi("MPI_Allreduce", MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, r.comm));
       if (r.rank != 0) continue;
       // Bus bandwidth as NCCL's tests define it for all-reduce: bytes * 2 (n - 1) / n per time.
       const double bytes = static_cast<double>(count * sizeof(float));
       const double alg = t > 0.0 ? bytes / t * 1e-9 : 0.0;
       const double bus = alg * 2.0 * (r.size - 1) / r.size;
-      std::printf("allreduce: %s, %d ranks, %zu floats (%s): %s; median %.3f ms, algbw %.2f GB/s, "
-                  "busbw %.2f GB/s\n",
-                  path_name(path), r.size, count, size_text(count * sizeof(float)).c_str(),
-                  wrong == 0 ? "every element on every rank is the sum"
-                             : ("WRONG: " + std::to_string(wrong) + " elements over all ranks")
-                                   .c_str(),
-                  t * 1e3, alg, bus);
+      const std::string verdict =
+          wrong == 0 ? "every element on every rank is the sum"
+                     : "WRONG: " + std::to_string(wrong) + " elements over all ranks";
+      std::printf(
+          "allreduce: %s, %d %s, %zu floats (%s): %s; median %.3f ms, algbw %.2f GB/s, "
+          "busbw %.2f GB/s\n",
+          path_name(path), r.size, r.size == 1 ? "rank" : "ranks", count,
+          size_text(count * sizeof(float)).c_str(), verdict.c_str(), t * 1e3, alg, bus);
       std::fflush(stdout);
     }
   }

@@ -98,8 +98,9 @@ std::string parse(int argc, char** argv, Options& o) {
       ok = value == "auto" || value == "direct" || value == "staged" || value == "both";
     } else if (arg == "--min-floats" || arg == "--max-floats" || arg == "--ring-floats") {
       ok = parse_count(value, max_floats, n);
-      (arg == "--min-floats" ? o.sweep.min_floats
-                             : arg == "--max-floats" ? o.sweep.max_floats : o.ring_floats) = n;
+      (arg == "--min-floats"   ? o.sweep.min_floats
+       : arg == "--max-floats" ? o.sweep.max_floats
+                               : o.ring_floats) = n;
     } else if (arg == "--reps") {
       ok = parse_count(value, 10000, n);
       o.sweep.reps = static_cast<unsigned>(n);
@@ -171,8 +172,8 @@ int run(Rank& r, const Options& o) {
   }
   r.gpu = selection.backend.get();
   r.mpi_takes_device_memory = mpi_example::mpi_takes_memory_of(*r.gpu, r.why);
-  std::printf("rank %d of %d (local rank %d): %s; MPI takes its memory directly: %s (%s)\n",
-              r.rank, r.size, r.local_rank, selection.explain().c_str(),
+  std::printf("rank %d of %d (local rank %d): %s; MPI takes its memory directly: %s (%s)\n", r.rank,
+              r.size, r.local_rank, selection.explain().c_str(),
               r.mpi_takes_device_memory ? "yes" : "no", r.why.c_str());
   std::fflush(stdout);
 
@@ -203,7 +204,8 @@ int run(Rank& r, const Options& o) {
   r.gpu->op_cache().release(*r.gpu);
   if (r.rank == 0) {
     if (wrong == 0) {
-      std::printf("mpi_allreduce: PASS: %d ranks, every element checked on every rank\n", r.size);
+      std::printf("mpi_allreduce: PASS: %d %s, every element checked on every rank\n", r.size,
+                  r.size == 1 ? "rank" : "ranks");
     } else {
       std::printf("mpi_allreduce: FAIL: %llu wrong elements over all ranks\n",
                   static_cast<unsigned long long>(wrong));

@@ -15,7 +15,8 @@ foreach(i RANGE ${last})
   endif()
 endforeach()
 if(NOT cmd OR NOT DEFINED EXPECT_EXIT OR NOT DEFINED TIME_LIMIT)
-  message(FATAL_ERROR "usage: cmake -DEXPECT_EXIT=<n> -DTIME_LIMIT=<s> -P mpi_check.cmake -- <command> ...")
+  message(FATAL_ERROR
+    "usage: cmake -DEXPECT_EXIT=<n> -DTIME_LIMIT=<s> -P mpi_check.cmake -- <command> ...")
 endif()
 
 string(TIMESTAMP start "%s")

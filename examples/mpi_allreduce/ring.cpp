@@ -50,8 +50,8 @@ std::uint64_t ring_exchange(const Rank& r, gpuplug::KernelHandle axpy, Path path
   MPI_Request requests[2];
   check_mpi("MPI_Irecv", MPI_Irecv(recv_at, static_cast<int>(count), MPI_FLOAT, left, tag, r.comm,
                                    &requests[0]));
-  check_mpi("MPI_Isend", MPI_Isend(send_at, static_cast<int>(count), MPI_FLOAT, right, tag,
-                                   r.comm, &requests[1]));
+  check_mpi("MPI_Isend", MPI_Isend(send_at, static_cast<int>(count), MPI_FLOAT, right, tag, r.comm,
+                                   &requests[1]));
 
   // Overlapped with the exchange: the device's wait for the same event, then a kernel that
   // reads the send buffer (MPI reads it too; neither writes it) and writes only `work`.
@@ -70,14 +70,14 @@ std::uint64_t ring_exchange(const Rank& r, gpuplug::KernelHandle axpy, Path path
                            std::to_string(left) + " (" + path_name(path) + ")";
   std::uint64_t wrong =
       check_elements(r, what.c_str(), got, static_cast<float>(r.rank + 1 + left + 1));
-  check_mpi("MPI_Allreduce",
-            MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UINT64_T, MPI_SUM, r.comm));
+  check_mpi("MPI_Allreduce", MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UINT64_T, MPI_SUM, r.comm));
   check_mpi("MPI_Allreduce", MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, r.comm));
   if (r.rank == 0) {
-    std::printf("ring: %s, %d ranks, %zu floats each to the next rank, a kernel on a second "
-                "stream overlapped: %s; %.3f ms (slowest rank)\n",
-                path_name(path), r.size, count,
-                wrong == 0 ? "every element on every rank is right" : "WRONG", t * 1e3);
+    std::printf(
+        "ring: %s, %d %s, %zu floats each to the next rank, a kernel on a second "
+        "stream overlapped: %s; %.3f ms (slowest rank)\n",
+        path_name(path), r.size, r.size == 1 ? "rank" : "ranks", count,
+        wrong == 0 ? "every element on every rank is right" : "WRONG", t * 1e3);
     std::fflush(stdout);
   }
   return wrong;

@@ -16,6 +16,7 @@ namespace mpi_example {
 /// work buffer is checked: (rank + 1 + left + 1) * pattern. Rank 0 prints the slowest rank's
 /// time. Collective. Returns the number of wrong elements over all ranks. Throws as
 /// allreduce_sweep.
-std::uint64_t ring_exchange(const Rank& r, gpuplug::KernelHandle axpy, Path path, std::size_t count);
+std::uint64_t ring_exchange(const Rank& r, gpuplug::KernelHandle axpy, Path path,
+                            std::size_t count);
 
 }  // namespace mpi_example
