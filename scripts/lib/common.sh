@@ -16,6 +16,7 @@ GPUPLUG_DEBIAN_PACKAGES=(
   libxml2-utils  # xmllint: tool.matrix validates `gpuplug check --junit` against tools/gpuplug/junit.xsd
   chromium  # tool.matrix.page renders `gpuplug matrix --html` in a real (headless) browser
   python3-numpy  # dlpack.numpy: NumPy's from_dlpack reads gpuplug's tensors and the reverse
+  openmpi-bin libopenmpi-dev  # examples/mpi_allreduce: example.mpi_allreduce* run two ranks under mpirun
   hipcc libamdhip64-dev
   clang-19 lld-19 clang-tools-19  # the HIP targets HIP 5.2 cannot build (docs/device-check.md)
 )
