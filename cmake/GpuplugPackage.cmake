@@ -11,7 +11,7 @@ set(GPUPLUG_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/gpuplug)
 # Public headers, listed (not globbed) so that a new header is a conscious API decision; the
 # same list drives tests/unit/headers (each compiled on its own).
 set(GPUPLUG_PUBLIC_HEADERS
-  abi.h backend.hpp config.hpp gpuplug.hpp kernel_args.h layer.h log.hpp memory.hpp native.hpp op_cache.hpp peer.hpp
+  abi.h backend.hpp config.hpp gpuplug.hpp host_kernel.hpp kernel_args.h layer.h log.hpp memory.hpp native.hpp op_cache.hpp peer.hpp
   registry.hpp teardown.hpp
   table_backend.hpp types.hpp version.hpp)
 if(GPUPLUG_BUILD_DLPACK)  # it includes <dlpack/dlpack.h>: only builds with DLPack install it
@@ -34,16 +34,32 @@ install(FILES
   ${PROJECT_SOURCE_DIR}/examples/plugin_template/CMakeLists.txt
   ${PROJECT_SOURCE_DIR}/examples/plugin_template/example_plugin.cpp
   DESTINATION ${CMAKE_INSTALL_DATADIR}/gpuplug/examples/plugin_template)
-# What an author reads beside the headers: the guide, the ABI rules, the suite, the sample
-# kernels' contract (docs/kernels.md), the lints (docs/lints.md), the test matrix and the layer
-# interface (docs/layers.md, for <gpuplug/layer.h>).
-set(_gpuplug_author_docs plugin-authors.md architecture.md conformance.md kernels.md lints.md
-  test-matrix.md layers.md)
-list(TRANSFORM _gpuplug_author_docs PREPEND ${PROJECT_SOURCE_DIR}/docs/)
-install(FILES ${_gpuplug_author_docs} DESTINATION ${CMAKE_INSTALL_DOCDIR})
-unset(_gpuplug_author_docs)
-# What changed, release by release, with a section for plugin authors (how to migrate).
-install(FILES ${PROJECT_SOURCE_DIR}/CHANGELOG.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+# An application's own conformance cases and kernel module "scale" (docs/test-matrix.md, "Your own
+# cases"), to copy the same way: it builds against this installation only.
+install(FILES
+  ${PROJECT_SOURCE_DIR}/examples/conformance_cases/CMakeLists.txt
+  ${PROJECT_SOURCE_DIR}/examples/conformance_cases/cases.cpp
+  ${PROJECT_SOURCE_DIR}/examples/conformance_cases/scale_host.cpp
+  ${PROJECT_SOURCE_DIR}/examples/conformance_cases/scale.cu
+  DESTINATION ${CMAKE_INSTALL_DATADIR}/gpuplug/examples/conformance_cases)
+# The documents, in the "docs" component (`cmake --install <build> --component docs` installs
+# them alone): every page of docs/ and the pictures they show, with README.md and CHANGELOG.md,
+# in <docdir>. The pages link each other by relative path and show images/<name>.png, which hold
+# there too; the README's docs/<page> links resolve through <docdir>/docs, a link to <docdir>
+# itself. Listed, not globbed: the test docs.installed fails when a page of docs/ is missing here.
+set(_gpuplug_docs architecture.md conformance.md device-check.md fuzzing.md gemm-pipeline.md
+  interop.md kernels.md layers.md lints.md logging.md memory.md opcache.md options.md
+  PERFORMANCE.md plugin-authors.md quickstart.md test-matrix.md)
+list(TRANSFORM _gpuplug_docs PREPEND ${PROJECT_SOURCE_DIR}/docs/)
+install(FILES ${_gpuplug_docs} ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/CHANGELOG.md
+  DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT docs)
+set(_gpuplug_doc_images memory-page.png test-matrix.png trace-chrome-tracing.png)
+list(TRANSFORM _gpuplug_doc_images PREPEND ${PROJECT_SOURCE_DIR}/docs/images/)
+install(FILES ${_gpuplug_doc_images} DESTINATION ${CMAKE_INSTALL_DOCDIR}/images COMPONENT docs)
+install(CODE "file(CREATE_LINK . \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_DOCDIR}/docs\" SYMBOLIC)"
+  COMPONENT docs)
+unset(_gpuplug_docs)
+unset(_gpuplug_doc_images)
 
 # gpuplug::core and gpuplug::plugin_sdk (core/ and plugins/common/ add them to gpuplugTargets).
 install(EXPORT gpuplugTargets NAMESPACE gpuplug:: FILE gpuplugTargets.cmake
@@ -70,6 +86,7 @@ install(FILES
   ${PROJECT_BINARY_DIR}/cmake/gpuplugConfig.cmake
   ${PROJECT_BINARY_DIR}/cmake/gpuplugConfigVersion.cmake
   ${PROJECT_SOURCE_DIR}/cmake/GpuplugPlugin.cmake
+  ${PROJECT_SOURCE_DIR}/cmake/GpuplugKernel.cmake
   ${PROJECT_SOURCE_DIR}/plugins/common/plugin_exports.map
   DESTINATION ${GPUPLUG_CMAKE_INSTALL_DIR})
 

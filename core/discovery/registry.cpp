@@ -326,7 +326,7 @@ namespace {
 void require_discovered(bool discovered, std::string_view selector) {
   if (discovered) return;
   parse_selector(selector);  // a malformed selector is still reported as such
-  throw Error(Status::not_found, "",
+  throw Error(Status::not_found, "", "select",
               "no plugins discovered: call discover() first (selector '" + std::string(selector) +
                   "')");
 }

@@ -256,7 +256,7 @@ class Selector {
         if (err.status() == Status::invalid_argument && err.operation() == "create") {
           throw Error(Status::invalid_argument, err.backend(), "create",
                       "bad option for selector '" + selector_ + "'" + env_origin() + ": " +
-                          err.message());
+                          complete_unknown_option(err.message(), layers_));
         }
         a.status = err.status();
         a.refused.push_back(err.what());
@@ -326,7 +326,7 @@ class Selector {
     try {
       items = parse_selector(env);
     } catch (const Error& err) {
-      throw Error(Status::invalid_argument, "", "GPUPLUG_BACKEND: " + err.message());
+      throw Error(Status::invalid_argument, "", "select", "GPUPLUG_BACKEND: " + err.message());
     }
     log(LogLevel::debug, channel, std::string("GPUPLUG_BACKEND='") + env + "' replaces 'auto'");
     env_ = env;
@@ -352,7 +352,7 @@ class Selector {
     std::string message = "backend selector '" + selector_ + "'" + env_origin() +
                           ": required backend '" + item_text(item) + "' is not usable: ";
     message += tried_.refused.empty() ? "no candidate" : tried_.refused.back();
-    throw Error(tried_.status, "", std::move(message));
+    throw Error(tried_.status, "", "select", std::move(message));
   }
 
   [[noreturn]] void throw_nothing() {
@@ -360,7 +360,7 @@ class Selector {
     message += tried_.refused.empty() ? "nothing to try" : support::join(tried_.refused, "; ");
     // One kind of failure keeps its status ("nosuch,nosuch2": not_found); a mix is unavailable.
     const Status status = tried_.mixed ? Status::unavailable : tried_.status;
-    throw Error(status, "", std::move(message));
+    throw Error(status, "", "select", std::move(message));
   }
 
   /// The line to log when `s` passed over a candidate. Passing over a plugin whose driver or

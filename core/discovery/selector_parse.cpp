@@ -27,7 +27,7 @@ using support::trim;
   message.append(
       " (expected name[:ordinal|:uuid=UUID|:pci=ADDRESS][!] items separated by commas, e.g. "
       "\"cuda:1,host\" or \"hip:pci=0000:c1:00.0\")");
-  throw Error(Status::invalid_argument, "", std::move(message));
+  throw Error(Status::invalid_argument, "", "select", std::move(message));
 }
 
 /// Up to `max_digits` hex digits (either case) from the front of `s`, consumed; nullopt when
@@ -181,7 +181,7 @@ std::vector<SelectorItem> parse_selector(std::string_view selector) {
         start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     const std::string_view element = trim(raw);
     if (element.empty()) {
-      throw Error(Status::invalid_argument, "",
+      throw Error(Status::invalid_argument, "", "select",
                   "invalid backend selector '" + std::string(selector) + "': element " +
                       std::to_string(items.size() + 1) + " is empty");
     }

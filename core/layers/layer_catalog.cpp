@@ -2,7 +2,9 @@
 // LayerCatalog: checking a layer once when it is added, and the `layers` option.
 #include "layers/layer_catalog.hpp"
 
+#include <algorithm>
 #include <gpuplug/support/c_string.hpp>
+#include <gpuplug/support/edit_distance.hpp>
 #include <gpuplug/support/escape.hpp>
 #include <gpuplug/support/plugin_name.hpp>
 #include <gpuplug/support/text.hpp>
@@ -108,22 +110,62 @@ std::string LayerCatalog::names() const {
   return all.empty() ? std::string("none") : support::join(all);
 }
 
-LayerList enabled_layers(const LayerCatalog& catalog,
-                                              const std::map<std::string, std::string>& options,
-                                              std::string_view backend) {
-  std::string spec;
-  std::string origin = "layers=";
-  if (auto it = options.find("layers"); it != options.end()) {
-    spec = it->second;
-  } else if (auto env = read_environment("GPUPLUG_LAYERS")) {
-    spec = *env;
-    origin = "GPUPLUG_LAYERS=";
-  } else {
-    return {};
+std::string LayerCatalog::suggestion(std::string_view name) const {
+  std::string best;
+  std::size_t best_distance = 3;  // at most 2 edits, as selectors and fault specs suggest
+  for (const auto& e : entries_) {
+    const std::size_t d = support::edit_distance(name, e->name);
+    if (d < best_distance) {
+      best_distance = d;
+      best = e->name;
+    }
   }
+  return best;
+}
+
+std::string complete_unknown_option(const std::string& message, const LayerCatalog& catalog) {
+  // The SDK's wording (plugins/common/options.cpp): "unknown option 'KEY' (known options: A, B)".
+  static constexpr std::string_view head = "unknown option '";
+  static constexpr std::string_view list = "' (known options: ";
+  const std::size_t key_at = message.find(head);
+  const std::size_t list_at = key_at == std::string::npos ? key_at : message.find(list, key_at);
+  const std::size_t end = list_at == std::string::npos ? list_at : message.find(')', list_at);
+  if (end == std::string::npos) return message;
+  const std::string key = message.substr(key_at + head.size(), list_at - key_at - head.size());
+  std::vector<std::string> keys{"layers"};  // the core's own
+  for (std::string_view k :
+       support::split(std::string_view(message).substr(list_at + list.size(),
+                                                        end - list_at - list.size()),
+                      ','))
+    if (!support::trim(k).empty()) keys.emplace_back(support::trim(k));
+  for (const auto& e : catalog.entries())
+    keys.insert(keys.end(), e->option_keys.begin(), e->option_keys.end());
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  std::string best;
+  std::size_t best_distance = 3;
+  for (const std::string& k : keys) {
+    const std::size_t d = support::edit_distance(key, k);
+    if (d < best_distance) {
+      best_distance = d;
+      best = k;
+    }
+  }
+  std::string out = message.substr(0, list_at + list.size()) + support::join(keys) + ")";
+  if (!best.empty()) out += "; did you mean " + best + "?";
+  return out + message.substr(end + 1);
+}
+
+namespace {
+
+/// One source of layer names (the `layers` option or GPUPLUG_LAYERS), each name checked against
+/// the catalog. Refuses an empty item, a name given twice within this source and an unknown name
+/// (with the known ones and the nearest).
+LayerList parse_layer_list(const LayerCatalog& catalog, const std::string& spec,
+                           std::string_view origin, std::string_view backend) {
   auto refuse = [&](const std::string& why) {
     return Error(Status::invalid_argument, std::string(backend), "create",
-                 origin + "'" + support::escape_text(spec) + "': " + why);
+                 std::string(origin) + "'" + support::escape_text(spec) + "': " + why);
   };
   LayerList layers;
   if (support::trim(spec).empty()) return layers;
@@ -132,12 +174,38 @@ LayerList enabled_layers(const LayerCatalog& catalog,
     if (name.empty()) throw refuse("an empty layer name");
     std::shared_ptr<const LayerEntry> layer = catalog.find(name);
     if (layer == nullptr) {
-      throw refuse("unknown layer '" + support::escape_text(name) + "' (known layers: " +
-                   catalog.names() + ")");
+      std::string why = "unknown layer '" + support::escape_text(name) +
+                        "' (known layers: " + catalog.names() + ")";
+      if (const std::string near = catalog.suggestion(name); !near.empty())
+        why += "; did you mean " + near + "?";
+      throw refuse(why);
     }
-    for (const auto& e : layers)
-      if (e == layer) throw refuse("layer '" + name + "' is named twice");
-    layers.push_back(layer);
+    if (std::find(layers.begin(), layers.end(), layer) != layers.end())
+      throw refuse("layer '" + name + "' is named twice");
+    layers.push_back(std::move(layer));
+  }
+  return layers;
+}
+
+}  // namespace
+
+LayerList enabled_layers(const LayerCatalog& catalog,
+                         const std::map<std::string, std::string>& options,
+                         std::string_view backend) {
+  const auto option = options.find("layers");
+  const std::optional<std::string> env = read_environment("GPUPLUG_LAYERS");
+  LayerList layers;
+  if (option != options.end()) {
+    // An empty `layers=` is the application's "no layer here", whatever the environment says.
+    if (support::trim(option->second).empty()) return layers;
+    layers = parse_layer_list(catalog, option->second, "layers=", backend);
+  }
+  if (env) {
+    // Both sources name layers: each is enabled once, the option's order first (as the Vulkan
+    // loader merges the application's layers with VK_INSTANCE_LAYERS).
+    for (auto& layer : parse_layer_list(catalog, *env, "GPUPLUG_LAYERS=", backend))
+      if (std::find(layers.begin(), layers.end(), layer) == layers.end())
+        layers.push_back(std::move(layer));
   }
   return layers;
 }

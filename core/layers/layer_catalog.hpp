@@ -41,14 +41,25 @@ class LayerCatalog {
   const std::vector<std::shared_ptr<const LayerEntry>>& entries() const noexcept { return entries_; }
   /// "validate, trace, faults": for messages.
   std::string names() const;
+  /// The layer name nearest `name` (at most 2 edits), for "did you mean ...?"; "" when none is.
+  std::string suggestion(std::string_view name) const;
 
  private:
   std::vector<std::shared_ptr<const LayerEntry>> entries_;
 };
 
-/// The layers a backend enables (top first; a backend keeps them, and a file layer's library, alive): `layers` in `options` when the key is present (even empty),
-/// else GPUPLUG_LAYERS. Throws Error(invalid_argument, backend, "create", why) naming the item
-/// for an empty item, a repeated name or a name the catalog does not have (listing those it has).
+/// `message` (a plugin's refusal of create) with its list of known options completed when it is
+/// the SDK's "unknown option 'KEY' (known options: ...)": the plugin's keys, the core's `layers`
+/// and every option key of the catalog's layers, sorted, then "; did you mean ...?" for the key
+/// nearest KEY (at most 2 edits). Any other message is returned as it is.
+std::string complete_unknown_option(const std::string& message, const LayerCatalog& catalog);
+
+/// The layers a backend enables (top first; a backend keeps them, and a file layer's library,
+/// alive): the names of the `layers` option, then those of GPUPLUG_LAYERS not already named, each
+/// once. A `layers` option present but empty enables none, whatever GPUPLUG_LAYERS says. Throws
+/// Error(invalid_argument, backend, "create", why) naming the source and the item for an empty
+/// item, a name repeated within one source, or a name the catalog does not have (listing those it
+/// has, with the nearest as "did you mean ...?").
 using LayerList = std::vector<std::shared_ptr<const LayerEntry>>;
 
 LayerList enabled_layers(const LayerCatalog& catalog,

@@ -2,32 +2,24 @@
 // Kernel module "scale" for the host backend: y[i] = a * x[i] for i < n.
 // Launch: grid ceil(n/256), block 256. Arguments: uint32 n, float a, device x, device y.
 // (scale.cu is the same kernel for CUDA; a HIP version would be scale.hip built with --genco.)
-#include <gpuplug/abi.h>
-#include <gpuplug/kernel_args.h>
+// Built by gpuplug_add_kernel_module (CMakeLists.txt); it needs the gpuplug headers only.
+#include <gpuplug/host_kernel.hpp>
 
 #include <cstdint>
-#include <cstring>
 
-namespace {
-template <class T>
-T arg(void* const* params, int i) {
-  T value;
-  std::memcpy(&value, params[i], sizeof value);
-  return value;
-}
-}  // namespace
+using gpuplug::host_kernels::arg;
+using gpuplug::host_kernels::block_range;
+using gpuplug::host_kernels::ptr;
 
 // Its argument sizes, for a plugin that runs launches later and must copy the arguments
 // (docs/kernels.md): uint32 n, float a, two device pointers.
-extern "C" GPUPLUG_PLUGIN_EXPORT const gpuplug_kernel_args_t scale_args = {
-    GPUPLUG_KERNEL_ARGS_VERSION, 4, {4, 4, 8, 8}};
+GPUPLUG_HOST_KERNEL_ARGS(scale, 4, {4, 4, 8, 8});
 
-extern "C" GPUPLUG_PLUGIN_EXPORT void scale(const gpuplug_host_block_t* block,
-                                            void* const* params) {
+GPUPLUG_HOST_KERNEL(scale) {
   const auto n = arg<std::uint32_t>(params, 0);
   const auto a = arg<float>(params, 1);
-  const auto* x = reinterpret_cast<const float*>(arg<std::uint64_t>(params, 2));
-  auto* y = reinterpret_cast<float*>(arg<std::uint64_t>(params, 3));
-  const std::uint64_t begin = std::uint64_t{block->block_idx.x} * block->block_dim.x;
-  for (std::uint64_t i = begin; i < begin + block->block_dim.x && i < n; ++i) y[i] = a * x[i];
+  const float* x = ptr<const float>(params, 2);
+  float* y = ptr<float>(params, 3);
+  const auto [begin, end] = block_range(block, n);
+  for (std::uint64_t i = begin; i < end; ++i) y[i] = a * x[i];
 }

@@ -84,10 +84,9 @@ int run_main(int argc, char** argv) {
     plugin_options["device_memory_limit"] = std::to_string(*cl.device_memory_limit);
   }
   if (cl.trace_file) {
-    // The trace layer on top of whatever GPUPLUG_LAYERS enables (the option replaces it).
-    const char* env = std::getenv("GPUPLUG_LAYERS");
-    const std::string others = env != nullptr ? env : "";
-    plugin_options["layers"] = others.empty() ? "trace" : "trace," + others;
+    // The trace layer on top of whatever GPUPLUG_LAYERS enables: the core merges the two lists,
+    // the option's first, and enables a layer both name once.
+    plugin_options["layers"] = "trace";
     plugin_options["trace_file"] = *cl.trace_file;
   }
   // The whole run fits: setup allocates a few dozen buffers and steady state none.

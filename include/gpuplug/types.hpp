@@ -43,7 +43,9 @@ std::string to_string(Status s);
 /// "cuda:0: copy_h2d: range [0x7f.., +4096) overruns the allocation". The operation appears
 /// once: message() never repeats it.
 ///
-/// Statuses of selection failures (PluginRegistry::select / create):
+/// A failure to choose a backend (PluginRegistry::select / create / create_all / dry_run: a
+/// malformed selector, an unknown or unusable name, nothing found) has operation "select"; a chosen
+/// backend whose create refused the options or layers has operation "create". Their statuses:
 ///   not_found         no plugin of that name (a near miss is suggested: "did you mean cuda?"),
 ///                     a plugin without the device asked for (ordinal out of range, no device),
 ///                     or select() before discover();

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Host kernel module "activation": bias + ReLU in place.
-#include "host_kernel.hpp"
+#include <gpuplug/host_kernel.hpp>
 
 using namespace gpuplug::host_kernels;
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Host kernel module "axpy": y = a*x + y. Launch: grid ceil(n/256), block 256.
-#include "host_kernel.hpp"
+#include <gpuplug/host_kernel.hpp>
 
 using namespace gpuplug::host_kernels;
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // A deliberately broken module for tests: gemm_f32 publishes its n_tile as 2 bytes, not 4.
-#include "host_kernel.hpp"
+#include <gpuplug/host_kernel.hpp>
 
 using namespace gpuplug::host_kernels;
 

@@ -2,7 +2,7 @@
 // Host kernel module "e4m3": f32 <-> OCP E4M3 casts through kernels/common/e4m3.h.
 #include "e4m3.h"
 
-#include "host_kernel.hpp"
+#include <gpuplug/host_kernel.hpp>
 
 using namespace gpuplug::host_kernels;
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Host kernel module "gemm": row-major f32 GEMM, and a variant that rounds A through E4M3 first.
 #include "e4m3.h"
-#include "host_kernel.hpp"
+#include <gpuplug/host_kernel.hpp>
 
 using namespace gpuplug::host_kernels;
 

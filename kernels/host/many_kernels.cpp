@@ -2,7 +2,7 @@
 // Test-only module: 256 kernels with 40-character names, more than the 4096-byte functions field
 // of gpuplug_module_inspection_t holds, so that inspect_module must cut the list (ending it with
 // "...") without cutting a name.
-#include "host_kernel.hpp"
+#include <gpuplug/host_kernel.hpp>
 
 #define GPUPLUG_MANY_KERNEL(n) \
   GPUPLUG_HOST_KERNEL(kernel_with_a_name_long_enough_to_fill_##n) { (void)block; (void)params; }

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <thread>
 
-#include "host_kernel.hpp"
+#include <gpuplug/host_kernel.hpp>
 
 using namespace gpuplug::host_kernels;
 

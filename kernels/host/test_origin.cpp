@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Test-only module "test_origin": needs libgpuplug_test_sibling.so (DT_NEEDED), found next to it
 // through RUNPATH $ORIGIN, which only works when the module is loaded by its path.
-#include "host_kernel.hpp"
+#include <gpuplug/host_kernel.hpp>
 
 extern "C" std::uint32_t gpuplug_test_sibling_value();
 

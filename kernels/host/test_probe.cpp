@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Test-only module: checks the block indices and shared memory the host executor hands out.
-#include "host_kernel.hpp"
+#include <gpuplug/host_kernel.hpp>
 
 using namespace gpuplug::host_kernels;
 

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "host_kernel.hpp"
+#include <gpuplug/host_kernel.hpp>
 
 using namespace gpuplug::host_kernels;
 

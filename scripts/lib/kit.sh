@@ -22,10 +22,13 @@
 #   8. where clang++-14 exists (Debian 12's default clang++, which cannot compile libstdc++'s
 #      <source_location>), tests/package again, built with it: the public headers must compile
 #      with the oldest compiler an application team is likely to have;
-#   9. examples/conformance_cases (an application's own cases and kernel module) builds out of
-#      tree against gpuplug::conformance, and the installed `gpuplug check --cases` passes them;
+#   9. the installed examples/conformance_cases (share/gpuplug/examples/conformance_cases: an
+#      application's own cases, and its kernel module built by gpuplug_add_kernel_module) builds
+#      out of tree against gpuplug::conformance, and the installed `gpuplug check --cases` passes them;
 #  10. examples/count_layer (a third-party layer in C and an application that loads it with
-#      add_layer_file, docs/layers.md) builds out of tree and counts the calls it sees on host.
+#      add_layer_file, docs/layers.md) builds out of tree and counts the calls it sees on host;
+#  11. examples/quickstart (the two files docs/quickstart.md shows in full) builds out of tree and
+#      runs axpy on the backend "auto" chooses.
 # The template, the consumer and step 7 are built with the compiler of <build>.
 
 # gpuplug_check_kit <build-dir>
@@ -93,6 +96,9 @@ _gpuplug_kit_run() {
            include/gpuplug/ledger.hpp include/gpuplug/module_registry.hpp include/gpuplug/e4m3.h \
            share/gpuplug/examples/plugin_template/CMakeLists.txt \
            share/gpuplug/examples/plugin_template/example_plugin.cpp \
+           share/gpuplug/examples/conformance_cases/CMakeLists.txt \
+           share/gpuplug/examples/conformance_cases/scale_host.cpp include/gpuplug/host_kernel.hpp \
+           lib/cmake/gpuplug/GpuplugKernel.cmake share/doc/gpuplug/README.md share/doc/gpuplug/quickstart.md \
            share/doc/gpuplug/plugin-authors.md share/doc/gpuplug/conformance.md share/doc/gpuplug/CHANGELOG.md \
            lib/cmake/gpuplug/gpuplugConfig.cmake lib/cmake/gpuplug/GpuplugPlugin.cmake \
            lib/pkgconfig/gpuplug.pc share/gpuplug/conformance/known_failures.txt; do
@@ -229,8 +235,8 @@ _gpuplug_kit_run() {
 
   # 9. an application's own conformance cases, out of tree, run by the installed tool on host
   local udir="$tmp/user-cases"
-  _gpuplug_kit_step "configure examples/conformance_cases (find_package(gpuplug))" "$tmp/cases-configure.log" \
-    cmake -S "$root/examples/conformance_cases" -B "$udir" "${cmake_args[@]}" || return 1
+  _gpuplug_kit_step "configure share/gpuplug/examples/conformance_cases (find_package(gpuplug))" "$tmp/cases-configure.log" \
+    cmake -S "$prefix/share/gpuplug/examples/conformance_cases" -B "$udir" "${cmake_args[@]}" || return 1
   _gpuplug_kit_step "build examples/conformance_cases" "$tmp/cases-build.log" cmake --build "$udir" || return 1
   _gpuplug_kit_step "installed gpuplug check --cases (the example's cases on host)" "$tmp/cases-check.log" \
     "$prefix/bin/gpuplug" check --backend 'host!' --only-user --cases "$udir/libexample_cases.so" \
@@ -248,5 +254,16 @@ _gpuplug_kit_run() {
     _gpuplug_kit_fail "count_layer_demo did not log the layer's counts: $(tail -n 3 "$tmp/layer-run.log")" ||
     return 1
   echo "gpuplug kit: ok: out-of-tree layer: $(grep 'count: ' "$tmp/layer-run.log")"
+
+  # 11. docs/quickstart.md's application (examples/quickstart, the files the page shows in full)
+  local qsdir="$tmp/quickstart"
+  _gpuplug_kit_step "configure examples/quickstart (docs/quickstart.md)" "$tmp/quickstart-configure.log" \
+    cmake -S "$root/examples/quickstart" -B "$qsdir" "${cmake_args[@]}" || return 1
+  _gpuplug_kit_step "build examples/quickstart" "$tmp/quickstart-build.log" cmake --build "$qsdir" || return 1
+  _gpuplug_kit_step "run quickstart (auto, no environment)" "$tmp/quickstart-run.log" \
+    "$qsdir/quickstart" || return 1
+  grep -q "elements, all 5" "$tmp/quickstart-run.log" ||
+    _gpuplug_kit_fail "quickstart printed no result: $(tail -n 3 "$tmp/quickstart-run.log")" || return 1
+  echo "gpuplug kit: ok: quickstart: $(tail -n 1 "$tmp/quickstart-run.log")"
   echo "gpuplug kit: all steps passed"
 }

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Errors an application can act on (issue 20): the operation as a field and once in what(), one
+// Errors an application can act on: the operation as a field and once in what(), one
 // status per kind of selection failure, and messages that say what to do.
 #define BOOST_TEST_MODULE errors
 #include <boost/test/unit_test.hpp>
@@ -65,6 +65,24 @@ BOOST_FIXTURE_TEST_CASE(a_plugin_failure_names_its_operation_once, Registry) {
       Status::invalid_argument);
   BOOST_TEST(create.operation() == "create");
   BOOST_TEST(occurrences(create.what(), "create:") == 1u, create.what());
+}
+
+BOOST_FIXTURE_TEST_CASE(a_selection_failure_is_operation_select, Registry) {
+  // Every failure to choose (malformed, unknown, absent, unusable, required, nothing found),
+  // from select and from create; a backend's create refusing an option stays "create" (above).
+  for (const char* s : {"", "host:x", "nosuch", "nosuch!", "host:7", "fake_missing",
+                        "fake_missing!,host", "nosuch,nosuch2"}) {
+    BOOST_TEST_CONTEXT(s) {
+      const Error created = error_of([&] { registry.create(s); }, std::nullopt);
+      BOOST_TEST(created.operation() == "select", created.what());
+      const Error selected = error_of([&] { registry.select(s); }, std::nullopt);
+      BOOST_TEST(selected.operation() == "select", selected.what());
+      BOOST_TEST(contains(selected.what(), "select: "), selected.what());
+    }
+  }
+  gpuplug::PluginRegistry undiscovered;
+  BOOST_TEST(error_of([&] { undiscovered.select("host"); }, Status::not_found).operation() ==
+             "select");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Layers (issue 17, docs/layers.md): how the core stacks layer tables between itself and a plugin,
+// Layers (docs/layers.md): how the core stacks layer tables between itself and a plugin,
 // with a recording layer written here against <gpuplug/layer.h> the way a third party would.
 #define BOOST_TEST_MODULE layers
 #include <gpuplug/layer.h>
@@ -169,7 +169,7 @@ BOOST_AUTO_TEST_CASE(no_layer_unless_enabled) {
   BOOST_TEST(journal.take().empty());
 }
 
-BOOST_AUTO_TEST_CASE(gpuplug_layers_enables_them_and_the_option_wins) {
+BOOST_AUTO_TEST_CASE(gpuplug_layers_enables_them_and_an_empty_option_turns_them_off) {
   ScopedEnv env("GPUPLUG_LAYERS", "rec_b");
   Layered l;
   {
@@ -184,6 +184,25 @@ BOOST_AUTO_TEST_CASE(gpuplug_layers_enables_them_and_the_option_wins) {
     gpu->free(gpu->alloc(16));
     BOOST_TEST(journal.take().empty());
   }
+}
+
+BOOST_AUTO_TEST_CASE(the_option_and_gpuplug_layers_merge_each_layer_once_the_option_first) {
+  // The environment names rec_b then rec_a, the option rec_a: rec_a (the option's) on top, then
+  // rec_b (the environment's, not yet named); rec_a named by both is enabled once.
+  ScopedEnv env("GPUPLUG_LAYERS", "rec_b,rec_a");
+  Layered l;
+  auto gpu = l.host({{"layers", "rec_a"}});
+  journal.take();
+  gpu->free(gpu->alloc(16));
+  BOOST_TEST(journal.take() == (std::vector<std::string>{"rec_a:alloc", "rec_b:alloc"}));
+}
+
+BOOST_AUTO_TEST_CASE(a_name_repeated_within_one_source_is_still_refused) {
+  ScopedEnv env("GPUPLUG_LAYERS", "rec_b,rec_b");
+  Layered l;
+  const Error e = error_of([&] { l.host({{"layers", "rec_a"}}); }, Status::invalid_argument);
+  BOOST_TEST(contains(e.what(), "GPUPLUG_LAYERS='rec_b,rec_b': layer 'rec_b' is named twice"),
+             e.what());
 }
 
 BOOST_AUTO_TEST_CASE(many_threads_through_a_layer) {
@@ -222,6 +241,21 @@ BOOST_AUTO_TEST_CASE(a_missing_key_is_read_from_gpuplug_key) {
   Layered l;
   auto gpu = l.host({{"layers", "rec_a"}});
   BOOST_TEST(journal.take().front() == "rec_a:option rec_note=from the environment");
+}
+
+BOOST_AUTO_TEST_CASE(an_unknown_option_lists_every_key_the_create_accepts) {
+  // The plugin's keys, the core's `layers` and every layer's keys, with the nearest one.
+  Layered l;
+  const Error e = error_of([&] { l.host({{"layer", "trace"}}); }, Status::invalid_argument);
+  BOOST_TEST(e.operation() == "create");
+  BOOST_TEST(contains(e.what(),
+                      "unknown option 'layer' (known options: device_memory_limit, faults, layers, "
+                      "memory_history, modules_dir, rec_fail, rec_note, threads, trace_buffer, "
+                      "trace_file); did you mean layers?"),
+             e.what());
+  const Error far = error_of([&] { l.host({{"zzzzzzzz", "1"}}); }, Status::invalid_argument);
+  BOOST_TEST(contains(far.what(), "(known options: device_memory_limit, faults, layers, "), far.what());
+  BOOST_TEST(!contains(far.what(), "did you mean"), far.what());
 }
 
 BOOST_AUTO_TEST_CASE(a_key_of_a_layer_not_enabled_is_dropped_with_a_warning) {
@@ -281,6 +315,17 @@ BOOST_AUTO_TEST_CASE(bad_layers_options_name_the_item) {
   const Error from_env = error_of([&] { l.host({}); }, Status::invalid_argument);
   BOOST_TEST(contains(from_env.what(), "GPUPLUG_LAYERS='missing': unknown layer 'missing'"),
              from_env.what());
+}
+
+BOOST_AUTO_TEST_CASE(an_unknown_layer_suggests_the_nearest_name) {
+  ScopedEnv env("GPUPLUG_LAYERS", "tracee");
+  Layered l;
+  const Error e = error_of([&] { l.host({}); }, Status::invalid_argument);
+  BOOST_TEST(contains(e.what(), "unknown layer 'tracee' (known layers: validate, trace, faults, "
+                                "rec_a, rec_b); did you mean trace?"),
+             e.what());
+  const Error far = error_of([&] { l.host({{"layers", "zzzzzzzz"}}); }, Status::invalid_argument);
+  BOOST_TEST(!contains(far.what(), "did you mean"), far.what());
 }
 
 BOOST_AUTO_TEST_CASE(add_layer_refuses_what_breaks_layer_h) {

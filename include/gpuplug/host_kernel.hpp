@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Helpers for host kernels: reading arguments from params and walking a block's threads.
+// Helpers for host kernel modules: reading arguments from params, walking a block's threads, and
+// exporting kernels and their <func>_args. Needs only <gpuplug/abi.h> and <gpuplug/kernel_args.h>.
 #pragma once
 
 // The calling convention is documented in <gpuplug/abi.h> and plugins/host/device.hpp.
