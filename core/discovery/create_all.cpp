@@ -81,7 +81,9 @@ std::vector<std::shared_ptr<GpuBackend>> PluginRegistry::create_all(std::string_
   }
   std::vector<std::shared_ptr<GpuBackend>> backends;
   backends.reserve(devices.size());
-  for (const std::string& one : devices) backends.push_back(select(one, options).backend);
+  // Converted by name: BackendPtr converts to shared_ptr both ways, so push_back would be ambiguous.
+  for (const std::string& one : devices)
+    backends.push_back(std::shared_ptr<GpuBackend>(select(one, options).backend));
   return backends;
 }
 

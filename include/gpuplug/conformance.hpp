@@ -143,6 +143,8 @@ class Context {
   /// per-backend latches, device_memory_limit). Owned by the caller.
   std::shared_ptr<GpuBackend> make_backend(const Options& options = {});
   /// The host backend used as the reference in differential cases; Skip when none is available.
+  /// When the backend under test is that same host device, the case's row carries the note
+  /// "reference is the backend itself (host:0)": such a comparison checks nothing independent.
   GpuBackend& reference();
   /// The bytes of the plugin's kernel image for `module` (any extension); Skip when absent.
   std::vector<std::byte> module_image(std::string_view module) const;

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <filesystem>
 #include <iterator>
@@ -161,6 +162,38 @@ DeviceConfig parse_config(std::uint32_t ordinal, const gpuplug_option_t* options
     }
   }
   return config;
+}
+
+std::vector<std::filesystem::path> detail::plugin_module_folders(
+    const std::vector<std::filesystem::path>& modules_dirs, const std::string& plugin_name,
+    std::string& flat_warning) {
+  // Once per process (per plugin: each links its own SDK): every backend a program creates
+  // passes the same option, and one warning says all there is to say. Trivially destructible.
+  static std::atomic<bool> warned{false};
+  std::vector<std::filesystem::path> out;
+  std::vector<std::string> flat;
+  for (const auto& folder : modules_dirs) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(folder / plugin_name, ec)) {
+      out.push_back(folder / plugin_name);
+      continue;
+    }
+    out.push_back(folder);
+    for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
+      if (entry.is_regular_file(ec)) {
+        flat.push_back(support::escape_text(folder.string()));
+        break;
+      }
+    }
+  }
+  flat_warning.clear();
+  if (!flat.empty() && !warned.exchange(true)) {
+    flat_warning = "option modules_dir: " + support::join(flat, ", ") +
+                   " holds module files directly (the flat layout, still read in this release); "
+                   "put them in <folder>/" + plugin_name + "/ instead, so that one folder serves "
+                   "every plugin (docs/conformance.md, \"Module folders\")";
+  }
+  return out;
 }
 
 std::filesystem::path detail::default_modules_dir(const char* plugin_name) {

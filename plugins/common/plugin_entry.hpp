@@ -84,6 +84,13 @@ constexpr auto inspect_hook_of() noexcept
 /// `<folder of the plugin .so>/../kernels/<plugin_name>`, found with dladdr (options.cpp); empty
 /// when the SDK cannot find its own file.
 std::filesystem::path default_modules_dir(const char* plugin_name);
+/// The folders of `modules_dirs` to search for `plugin_name`'s modules (options.cpp): F/<plugin>
+/// for each folder F that has that subfolder (the layout: one folder serves every vendor), else
+/// F itself (the flat layout, accepted for one release). `flat_warning` gets, once per process,
+/// a warning naming the flat folders that hold files and the layout to use; else it is empty.
+std::vector<std::filesystem::path> plugin_module_folders(
+    const std::vector<std::filesystem::path>& modules_dirs, const std::string& plugin_name,
+    std::string& flat_warning);
 /// Fills every slot that takes an instance (no per-plugin state: the instance is a Device),
 /// except the peer copy slots.
 void fill_instance_slots(gpuplug_plugin_v1& table) noexcept;

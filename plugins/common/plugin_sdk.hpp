@@ -100,7 +100,8 @@ struct DeviceConfig {
   /// the option is not given).
   std::vector<std::filesystem::path> modules_dirs;
   /// Where modules are looked up by name, in order: the built-in folder (default_modules_dir),
-  /// then modules_dirs. Set by the SDK before P::create.
+  /// then, for each of modules_dirs, its <plugin_name> subfolder (or the folder itself when it
+  /// has none: the flat layout). Set by the SDK before P::create.
   std::vector<std::filesystem::path> module_search_path;
   std::map<std::string, std::string> options;         // every key=value given, extras included
   const gpuplug_host_services_t* services = nullptr;  // may be null (then logging is dropped)

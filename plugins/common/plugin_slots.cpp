@@ -65,12 +65,14 @@ gpuplug_status_t create_with(const PluginHooks& hooks, std::uint32_t ordinal,
     // The built-in folder first, so that naming more folders never hides the sample kernels.
     if (std::filesystem::path dir = default_modules_dir(hooks.name); !dir.empty())
       config.module_search_path.push_back(std::move(dir));
-    config.module_search_path.insert(config.module_search_path.end(),
-                                     config.modules_dirs.begin(), config.modules_dirs.end());
+    std::string flat_warning;
+    for (auto& dir : plugin_module_folders(config.modules_dirs, config.plugin_name, flat_warning))
+      config.module_search_path.push_back(std::move(dir));
     require_device(hooks, ordinal);
     std::unique_ptr<Device> device = hooks.create(config);
     if (!device)
       fail(GPUPLUG_STATUS_INTERNAL, std::string(hooks.name) + ": create returned no device");
+    if (!flat_warning.empty()) device->log(GPUPLUG_LOG_WARNING, flat_warning);
     device->log(
         GPUPLUG_LOG_DEBUG,
         "created; module folders=" + describe_folders(config.module_search_path) +

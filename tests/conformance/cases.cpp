@@ -94,6 +94,19 @@ std::filesystem::path Target::kernel_dir() const {
 
 // ---- Context ---------------------------------------------------------------------------------
 
+std::string flat_modules_warning(const std::filesystem::path& folder, std::string_view plugin) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(folder / std::string(plugin), ec)) return {};
+  for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
+    if (entry.is_regular_file(ec)) {
+      return "--modules '" + folder.string() + "' holds module files directly (the flat layout, " +
+             "still read in this release): put them in " +
+             (folder / std::string(plugin)).string() + "/, one subfolder per plugin";
+    }
+  }
+  return {};
+}
+
 Context::Context(const Target& target) : target_(target) {}
 
 Context::~Context() = default;
@@ -137,6 +150,11 @@ GpuBackend& Context::reference() {
     } catch (const gpuplug::Error& e) {
       skip(std::string("the host reference backend is unavailable: ") + e.what());
     }
+    // Testing host itself, the reference is the same implementation on the same device: a
+    // comparison with it can only find nondeterminism, never a wrong result, and the row says so.
+    if (reference_->plugin_name() == target_.plugin && reference_->ordinal() == target_.ordinal)
+      note("reference is the backend itself (" + target_.backend_name() +
+           "): nothing was compared against an independent implementation");
   }
   return *reference_;
 }
@@ -156,27 +174,53 @@ std::vector<std::byte> Context::module_image(std::string_view module) const {
        (ec ? " (" + ec.message() + ")" : std::string()));
 }
 
+namespace {
+/// The file of `module` (any extension) in `dir`, or an empty path.
+std::filesystem::path module_file_in(const std::filesystem::path& dir, std::string_view module) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (entry.is_regular_file() && entry.path().stem() == module) return entry.path();
+  }
+  return {};
+}
+}  // namespace
+
 void Context::load_module(GpuBackend& gpu, std::string_view module) {
   if (gpu.has_module(module)) return;
+  const std::string plugin(gpu.plugin_name());
   std::vector<std::filesystem::path> dirs;
-  if (!target_.user_modules.empty())
-    dirs.push_back(target_.user_modules / std::string(gpu.plugin_name()));
-  if (gpu.plugin_name() == target_.plugin) dirs.push_back(target_.kernel_dir());
-  std::string looked;
-  for (const auto& dir : dirs) {
+  if (!target_.user_modules.empty()) {
+    // <folder>/<plugin>/ is the layout; a folder without that subfolder is read flat for one
+    // release (gpuplug check warns once, in its header: flat_modules_warning).
     std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-      if (entry.is_regular_file() && entry.path().stem() == module) {
-        gpu.load_module_file(module, entry.path());
-        return;
-      }
-    }
-    looked += (looked.empty() ? "" : " and ") + dir.string();
+    const auto per_plugin = target_.user_modules / plugin;
+    dirs.push_back(std::filesystem::is_directory(per_plugin, ec) ? per_plugin
+                                                                  : target_.user_modules);
   }
-  skip("no image of module '" + std::string(module) + "' for plugin '" +
-       std::string(gpu.plugin_name()) + "'" +
-       (looked.empty() ? std::string(" (the run has no modules folder: --modules DIR)")
-                       : " in " + looked));
+  if (plugin == target_.plugin) dirs.push_back(target_.kernel_dir());
+  for (const auto& dir : dirs) {
+    if (auto file = module_file_in(dir, module); !file.empty()) {
+      gpu.load_module_file(module, file);
+      return;
+    }
+  }
+  const std::string what = "no image of module '" + std::string(module) + "' for plugin '" +
+                           plugin + "'";
+  if (target_.user_modules.empty()) {
+    // Without --modules the run was never told where the cases' modules are: not applicable.
+    skip(what + (dirs.empty() ? std::string(" (the run has no modules folder: --modules DIR)")
+                              : " in " + dirs.back().string()));
+  }
+  // With --modules the run names where they are, so not finding one there is the run's mistake,
+  // never a reason to skip: a typo in the folder would otherwise pass every case unseen.
+  const std::filesystem::path& folder = target_.user_modules;
+  std::error_code ec;
+  const bool exists = std::filesystem::is_directory(folder, ec);
+  fail(what + " in the --modules folder '" + folder.string() + "' (" +
+       (exists ? "looked in " + dirs.front().string() +
+                     (plugin == target_.plugin ? " and " + target_.kernel_dir().string() : "")
+               : std::string("the folder does not exist")) +
+       "; the layout is <folder>/<plugin>/<module>.*)");
 }
 
 void Context::note(std::string text) { notes_.push_back(std::move(text)); }

@@ -59,6 +59,10 @@ struct Target {
   std::filesystem::path kernel_dir() const;
 };
 
+/// The warning for a run's modules folder that holds module files directly instead of in
+/// `<folder>/<plugin>/` (the flat layout, read for one release); empty when it has the layout.
+std::string flat_modules_warning(const std::filesystem::path& folder, std::string_view plugin);
+
 // ---- the registry of cases -------------------------------------------------------------------
 
 /// Every case, in a stable order (area by area).

@@ -244,6 +244,10 @@ void print_header(const CheckOptions& o, const Chosen& chosen,
   }
   for (const auto& problem : known.problems(user.cases))
     std::cout << "warning:        " << problem << "\n";
+  if (o.modules && chosen.unavailable.empty()) {
+    if (const auto w = conf::flat_modules_warning(*o.modules, chosen.target.plugin); !w.empty())
+      std::cout << "warning:        " << gpuplug::support::escape_text(w) << "\n";
+  }
   std::cout << "\n";
 }
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // `gpuplug matrix [--markdown | --summary] [--messages] [--html OUT.html]
-//                 [--baseline OLD.json]... RESULT.json...`
+//                 [--baseline OLD.json]... [--allow-new-skips] RESULT.json...`
 //
 // Reads `gpuplug check --json` records (one per backend and machine), merges them into one table
 // and prints it: plain text (default) or Markdown (--markdown, for a CI summary or a pull-request
@@ -10,8 +10,9 @@
 // --html OUT.html also writes one self-contained page (no network: inline style and script)
 // that filters rows by case name and by result. With --baseline, every cell is compared with the
 // same case on the same backend@machine in the baseline records: a case that did not fail and
-// now fails is a regression, one that failed and now passes is a fix; the exit status is 1 when
-// anything regressed, so CI can gate on it.
+// now fails is a regression, and so is one that passed and is now skipped (a skipped case checks
+// nothing) unless --allow-new-skips; one that failed and now passes is a fix; the exit status
+// is 1 when anything regressed, so CI can gate on it.
 #include "matrix.hpp"
 
 #include <algorithm>
@@ -40,7 +41,7 @@ int usage_error(const std::string& message) { return tool::usage_error("matrix",
 
 void print_usage(std::ostream& os) {
   os << "usage: gpuplug matrix [--markdown | --summary] [--messages] [--html OUT.html]\n"
-        "                      [--baseline OLD.json]... RESULT.json...\n"
+        "                      [--baseline OLD.json]... [--allow-new-skips] RESULT.json...\n"
         "Merges `gpuplug check --json` records (one per backend and machine) into one table:\n"
         "one row per case, one column per backend@machine. Cells: pass, FAIL, skip, xfail,\n"
         "XPASS, CRASH, TIMEOUT, or '-' when the case did not run there.\n"
@@ -49,7 +50,9 @@ void print_usage(std::ostream& os) {
         "  --messages        list the message of every cell that did not pass\n"
         "  --html OUT.html   also write a self-contained page, filterable by case and result\n"
         "  --baseline FILE   an earlier record to compare with (repeatable): cells that newly\n"
-        "                    fail are marked 'regressed', cells that newly pass 'fixed'\n"
+        "                    fail are marked 'regressed', cells that newly pass 'fixed'; a\n"
+        "                    case that passed and is now skipped or xfail is 'regressed' too\n"
+        "  --allow-new-skips a case that passed and is now skipped is no regression\n"
         "Exit status: 0 nothing regressed (always 0 without --baseline), 1 something regressed,\n"
         "2 usage error or bad input (not a results record, the same backend@machine twice).\n";
 }
@@ -102,6 +105,7 @@ std::vector<std::pair<RunRecord, std::string>> read_runs(const std::vector<std::
 struct Rendered {
   const Matrix& now;
   const Matrix* baseline;  // null without --baseline
+  bool allow_new_skips = false;
 
   const CaseRecord* before(std::size_t row, std::size_t column) const {
     if (baseline == nullptr) return nullptr;
@@ -115,7 +119,7 @@ struct Rendered {
   Change change(std::size_t row, std::size_t column) const {
     const CaseRecord* rec = now.at(row, column);
     if (rec == nullptr || baseline == nullptr) return Change::none;
-    return compare(before(row, column), *rec);
+    return compare(before(row, column), *rec, allow_new_skips);
   }
   std::string cell(std::size_t row, std::size_t column) const {
     const CaseRecord* rec = now.at(row, column);
@@ -354,17 +358,21 @@ Matrix merge(std::span<const std::pair<RunRecord, std::string>> runs) {
   return m;
 }
 
-Change compare(const CaseRecord* before, const CaseRecord& now) noexcept {
+Change compare(const CaseRecord* before, const CaseRecord& now, bool allow_new_skips) noexcept {
   if (before == nullptr) return Change::none;
   const bool failed_before = is_failure(before->verdict);
   const bool fails_now = is_failure(now.verdict);
   if (!failed_before && fails_now) return Change::regressed;
+  // A skipped (or known-failing) case checks nothing: a pass turned into one is a lost check.
+  const bool skipped_now = now.verdict == Verdict::skipped || now.verdict == Verdict::xfail;
+  if (before->verdict == Verdict::passed && skipped_now && !allow_new_skips)
+    return Change::regressed;
   if (failed_before && now.verdict == Verdict::passed) return Change::fixed;
   return Change::none;
 }
 
 int run_matrix(std::span<const std::string_view> args) {
-  bool markdown = false, messages = false, summary = false;
+  bool markdown = false, messages = false, summary = false, allow_new_skips = false;
   std::optional<std::string> html;
   std::vector<std::string> files, baselines;
   CommandLine cli("matrix", print_usage);
@@ -373,6 +381,7 @@ int run_matrix(std::span<const std::string_view> args) {
   cli.flag("--messages", messages);
   cli.value("--html", html, "a file to write");
   cli.values("--baseline", baselines, "a results file");
+  cli.flag("--allow-new-skips", allow_new_skips);
   cli.positionals("results", files);
   if (const auto status = cli.parse(args)) return *status;
   if (files.empty()) return usage_error("no results files (RESULT.json from gpuplug check --json)");
@@ -389,7 +398,7 @@ int run_matrix(std::span<const std::string_view> args) {
     std::cerr << "gpuplug matrix: " << e.what() << "\n";
     return exit_usage;
   }
-  const Rendered view{now, baselines.empty() ? nullptr : &before};
+  const Rendered view{now, baselines.empty() ? nullptr : &before, allow_new_skips};
   for (const auto& n : now.notes) std::cout << (markdown ? "> note: " : "note: ") << n << "\n";
   if (markdown) {
     print_markdown(view, std::cout);

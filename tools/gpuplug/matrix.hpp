@@ -34,9 +34,11 @@ enum class Change { none, regressed, fixed };
 /// hold the same column (the same backend on the same machine twice).
 Matrix merge(std::span<const std::pair<RunRecord, std::string>> runs);
 
-/// The change of `now` against `before`: regressed when a case that did not fail now fails,
-/// fixed when a case that failed now passes.
-Change compare(const CaseRecord* before, const CaseRecord& now) noexcept;
+/// The change of `now` against `before`: regressed when a case that did not fail now fails, or
+/// when one that passed is now skipped or xfail (unless `allow_new_skips`); fixed when a case that
+/// failed now passes.
+Change compare(const CaseRecord* before, const CaseRecord& now,
+               bool allow_new_skips = false) noexcept;
 
 /// `gpuplug matrix [options] RESULT.json...`; args exclude "matrix". Exit status: 0 nothing
 /// regressed against the baseline (always 0 without one), 1 something regressed, 2 usage or bad

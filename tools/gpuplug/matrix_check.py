@@ -8,6 +8,7 @@ What CI relies on from `gpuplug check --json/--junit` and `gpuplug matrix`, end 
     valid against junit.xsd (xmllint) with those as <failure type="crashed"/"timed_out">;
   - the matrix merges them (text, Markdown, --messages, a self-contained --html page);
   - against a baseline a newly failing case is "regressed" (exit 1), a newly passing one "fixed";
+    a case that passed and is now skipped is "regressed" too, unless --allow-new-skips;
   - bad input exits 2 naming the file and the reason: not JSON (with the line), an unknown
     schema, the same backend@machine twice; records from two gpuplug versions merge with a note;
   - hostile text from a record (escape sequences, markup) never reaches the terminal or the page
@@ -160,6 +161,19 @@ check("FAIL (regressed)" in regressed.stdout and "1 regressed, 0 fixed" in regre
 fixed = run("matrix", "--baseline", p("now.json"), p("host.json"))
 check(fixed.returncode == 0 and "pass (fixed)" in fixed.stdout and "0 regressed, 1 fixed"
       in fixed.stdout, f"fix not marked or exit {fixed.returncode}: {fixed.stdout}")
+
+skipped_now = copy.deepcopy(records["host"])
+for c in skipped_now["cases"]:
+    if c["name"] == "launch_axpy":
+        c["status"], c["message"] = "skipped", "no image of module 'axpy'"
+new_skip = run("matrix", "--baseline", p("host.json"), write("skipped.json", skipped_now))
+check(new_skip.returncode == 1 and "skip (regressed)" in new_skip.stdout
+      and "1 regressed, 0 fixed" in new_skip.stdout,
+      f"passed -> skipped is not a regression (exit {new_skip.returncode}): {new_skip.stdout}")
+allowed = run("matrix", "--allow-new-skips", "--baseline", p("host.json"), p("skipped.json"))
+check(allowed.returncode == 0 and "skip (regressed)" not in allowed.stdout
+      and "0 regressed, 0 fixed" in allowed.stdout,
+      f"--allow-new-skips still counts the skip (exit {allowed.returncode}): {allowed.stdout}")
 
 # --- bad input -----------------------------------------------------------------------------
 with open(p("bad.json"), "w") as f:

@@ -10,6 +10,7 @@
 #include <gpuplug/gpuplug.hpp>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,14 @@ struct PluginModules {
   std::vector<std::string> folder_notes;  // "no such folder" for the plugin's default folder
   std::vector<ModuleFile> files;
 };
+
+/// Whether `dir` is a folder holding at least one regular file.
+bool holds_files(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    if (entry.is_regular_file(ec)) return true;
+  return false;
+}
 
 /// The regular files of `dir`, sorted by name; nullopt with `why` when it cannot be listed.
 std::optional<std::vector<fs::path>> module_files(const fs::path& dir, std::string& why) {
@@ -231,12 +240,13 @@ void print_help(std::ostream& os) {
          "\n"
          "  --backend SEL  plugins and devices to ask: \"host\", \"cuda:1\", \"cuda,hip\"\n"
          "                 (default: every plugin discovery found usable or unavailable)\n"
-         "  --modules DIR  another folder of module files (repeatable)\n"
+         "  --modules DIR  another folder of modules, DIR/<plugin>/<module>.* (repeatable;\n"
+         "                 a DIR holding the files directly is still read, with a warning)\n"
          "  --json         one JSON document (strings escaped as in 'gpuplug list --json')\n"
          "\n"
          "A plugin that cannot be used here (e.g. the cuda plugin without a driver) is listed\n"
          "with its reason. Exit status: 0 listed (whether or not the modules load), 1 a named\n"
-         "plugin or folder could not be used, 2 usage error.\n";
+         "plugin or folder could not be used, 2 usage error (a --modules folder with no module).\n";
 }
 
 }  // namespace
@@ -304,6 +314,20 @@ int run_modules(std::span<const std::string_view> args) {
       add(*it, item.ordinal);
     }
   }
+  // A --modules folder with no module for any plugin asked about is a mistake in the command
+  // (a wrong folder, or a layout this tool does not read), never an empty listing.
+  for (const std::string& dir : extra) {
+    const bool any = holds_files(dir) || std::any_of(chosen.begin(), chosen.end(), [&](auto& pm) {
+                       return holds_files(fs::path(dir) / pm.plugin->name);
+                     });
+    if (!any) {
+      std::cerr << "gpuplug modules: --modules '" << escape_text(dir)
+                << "': no module file in it, neither in " << escape_text(dir)
+                << "/<plugin>/ (the layout) nor directly\n";
+      return gpuplug::tool::exit_usage;
+    }
+  }
+  std::set<std::string> warned_flat;
   for (PluginModules& pm : chosen) {
     const fs::path own =
         (pm.plugin->path.parent_path() / ".." / "kernels" / pm.plugin->name).lexically_normal();
@@ -312,7 +336,21 @@ int run_modules(std::span<const std::string_view> args) {
       pm.folders.push_back(own);
     else
       pm.folder_notes.push_back("no modules folder at " + own.string());
-    pm.folders.insert(pm.folders.end(), extra.begin(), extra.end());
+    for (const fs::path dir : extra) {
+      // DIR/<plugin>/ is the layout, as for the modules_dir option and `gpuplug check`; a DIR
+      // without that subfolder is read flat for one release, with a warning (once per folder).
+      if (fs::is_directory(dir / pm.plugin->name, ec)) {
+        pm.folders.push_back(dir / pm.plugin->name);
+      } else if (holds_files(dir)) {
+        pm.folders.push_back(dir);
+        if (warned_flat.insert(dir.string()).second) {
+          std::cerr << "gpuplug modules: warning: --modules '" << escape_text(dir.string())
+                    << "' holds module files directly (the flat layout, still read in this "
+                       "release): put them in "
+                    << escape_text((dir / "<plugin>").string()) << "/, one subfolder per plugin\n";
+        }
+      }
+    }
     for (const fs::path& dir : pm.folders) {
       std::string why;
       auto files = module_files(dir, why);

@@ -49,6 +49,16 @@ grep -q '^\[host\] available' <<<"$only" || fail "--backend host:0 did not list 
 set +e
 err=$("$tool" modules --modules "$dir/nonexistent" 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "nonexistent" <<<"$err" || fail "missing --modules folder: rc $rc: $err"
+mkdir -p "$dir/empty/host" "$dir/layout/host"
+err=$("$tool" modules --modules "$dir/empty" 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "empty': no module file in it" <<<"$err" || fail "--modules folder without modules: rc $rc: $err"
+cp "$plugins/../kernels/host/axpy.so" "$dir/layout/host/mine.so"
+out=$("$tool" modules --backend host --modules "$dir/layout" 2>&1)
+grep -qE '^  mine\.so$' <<<"$out" || fail "DIR/host/mine.so (the layout) is not listed: $out"
+grep -q "flat layout" <<<"$out" && fail "the layout warned as flat: $out"
+err=$("$tool" modules --backend host --modules "$dir" 2>&1 >/dev/null)
+[ "$(grep -c "holds module files directly (the flat layout" <<<"$err")" -eq 1 ] ||
+  fail "a flat --modules folder is not warned about once: $err"
 err=$("$tool" modules --backend nosuch 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "no plugin named 'nosuch'" <<<"$err" || fail "unknown backend: rc $rc: $err"
 err=$("$tool" modules --backend host:3 2>&1); rc=$?
