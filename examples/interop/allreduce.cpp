@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "device_buffer.hpp"
+#include "../common/device_buffer.hpp"
 
 #ifdef GPUPLUG_INTEROP_NCCL
 #include <nccl.h>
@@ -20,6 +20,8 @@
 #endif
 
 namespace interop {
+
+using gpuplug_examples::DeviceBuffer;
 
 #ifndef GPUPLUG_INTEROP_NCCL
 

@@ -12,10 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "device_buffer.hpp"
+#include "../common/device_buffer.hpp"
 #include "vendor_blas.hpp"
 
 namespace interop {
+
+using gpuplug_examples::DeviceBuffer;
 namespace {
 
 using gpuplug::DevicePtr;

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "../common/device_buffer.hpp"
+
 namespace mpi_example {
 
 /// Throws std::runtime_error naming `call` and MPI's error string when `rc` is not MPI_SUCCESS
@@ -39,29 +41,8 @@ struct Rank {
 /// ROCm-aware (MPIX_Query_rocm_support), each asked only where <mpi-ext.h> declares it.
 bool mpi_takes_memory_of(gpuplug::GpuBackend& gpu, std::string& why);
 
-/// A gpuplug allocation, freed when it goes out of scope so an error path loses nothing.
-class DeviceBuffer {
- public:
-  DeviceBuffer(gpuplug::GpuBackend& gpu, std::size_t bytes, const char* site)
-      : gpu_(&gpu), ptr_(gpu.alloc(bytes, site)), bytes_(bytes) {}
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() {
-    try {
-      gpu_->free(ptr_);
-    } catch (...) {  // an unwinding error is the one to report; the ledger shows the rest
-    }
-  }
-  gpuplug::DevicePtr get() const noexcept { return ptr_; }
-  std::size_t bytes() const noexcept { return bytes_; }
-  /// The address MPI takes on the direct path; valid until this buffer is freed.
-  void* native() const { return gpu_->native_pointer(ptr_); }
-
- private:
-  gpuplug::GpuBackend* gpu_;
-  gpuplug::DevicePtr ptr_;
-  std::size_t bytes_;
-};
+/// A gpuplug allocation, freed when it goes out of scope (the examples' shared one).
+using gpuplug_examples::DeviceBuffer;
 
 /// A gpuplug stream, destroyed (after its work) when it goes out of scope.
 class OwnedStream {

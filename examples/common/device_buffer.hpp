@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// A gpuplug allocation freed when it goes out of scope, so an error path loses nothing.
+// A gpuplug allocation freed when it goes out of scope, so an error path loses nothing; shared
+// by the examples (interop, mpi_allreduce).
 #pragma once
 
 #include <cstddef>
@@ -7,7 +8,7 @@
 #include <string>
 #include <utility>
 
-namespace interop {
+namespace gpuplug_examples {
 
 class DeviceBuffer {
  public:
@@ -34,4 +35,4 @@ class DeviceBuffer {
   std::size_t bytes_;
 };
 
-}  // namespace interop
+}  // namespace gpuplug_examples
