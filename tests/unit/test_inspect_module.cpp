@@ -149,6 +149,44 @@ BOOST_AUTO_TEST_CASE(truncated_and_garbage_images_are_invalid_image_with_a_reaso
   BOOST_TEST(contains(empty.message(), "empty"), empty.message());
 }
 
+namespace {
+/// Section header `index` of the ELF64 `image`, for the tests that corrupt one field.
+Elf64_Shdr* section_header(std::vector<std::byte>& image, std::size_t index) {
+  Elf64_Ehdr header;
+  std::memcpy(&header, image.data(), sizeof header);
+  return reinterpret_cast<Elf64_Shdr*>(image.data() + header.e_shoff) + index;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_string_table_turned_into_an_empty_header_is_not_read_past_the_image) {
+  // The bytes of the table a symbol table links to, or of the section-name table, are checked
+  // whatever the section's type: an SHT_NULL header there carries an offset nobody validated.
+  const auto original = read(kKernels / "gemm.so");
+  Elf64_Ehdr header;
+  std::memcpy(&header, original.data(), sizeof header);
+  auto image = original;
+  std::size_t dynsym = 0;  // the table the host plugin reads: what dlsym can find
+  for (std::size_t i = 0; i < header.e_shnum; ++i)
+    if (section_header(image, i)->sh_type == SHT_DYNSYM) dynsym = i;
+  BOOST_TEST_REQUIRE(dynsym != 0);
+  Elf64_Shdr* strings = section_header(image, section_header(image, dynsym)->sh_link);
+  strings->sh_type = SHT_NULL;
+  strings->sh_offset = 0x7fff'0000'0000;
+  const auto e = inspect_error(image);
+  BOOST_TEST(e.status() == gpuplug::Status::invalid_image);
+  BOOST_TEST(contains(e.message(), "symbol table"), e.message());
+  BOOST_TEST(contains(e.message(), "holds no bytes inside the image"), e.message());
+
+  // The section-name table likewise: the loader's own check then refuses the image by name.
+  image = original;
+  Elf64_Shdr* names = section_header(image, header.e_shstrndx);
+  names->sh_type = SHT_NULL;
+  names->sh_offset = 0x7fff'0000'0000;
+  const auto unnamed = inspect_error(image);
+  BOOST_TEST(unnamed.status() == gpuplug::Status::invalid_image);
+  BOOST_TEST(contains(unnamed.message(), "section name table"), unnamed.message());
+}
+
 BOOST_AUTO_TEST_CASE(mutated_images_never_crash) {
   // Random bytes changed anywhere (headers, section table, string tables): an answer or
   // invalid_image, never a crash or a read out of bounds (ASan runs this too).

@@ -18,10 +18,10 @@ namespace elf = support::detail::elf_symbols;
 /// Far beyond any plugin; keeps a huge file from being read whole.
 constexpr std::uint64_t max_plugin_bytes = std::uint64_t{1} << 30;
 
-/// The bytes of section `s` (validated to lie inside `image` by read_elf64_symbols).
+/// The bytes of section `s`; none when it has no bytes inside `image`.
 std::span<const std::byte> bytes_of(std::span<const std::byte> image,
                                     const support::ElfSection& s) {
-  return image.subspan(s.offset, s.size);
+  return elf::section_bytes(image, s).value_or(std::span<const std::byte>{});
 }
 
 /// Counts, per dynamic symbol, the SHT_RELA entries that name it. Relocation sections that

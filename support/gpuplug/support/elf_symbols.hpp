@@ -54,6 +54,10 @@ struct ElfSymbolTable {
   std::vector<ElfSymbolInfo> symbols;      // without the reserved null symbol
 };
 
+inline constexpr std::uint32_t elf_sht_symtab = 2;
+inline constexpr std::uint32_t elf_sht_dynsym = 11;
+inline constexpr std::uint32_t elf_sht_nobits = 8;
+
 namespace detail::elf_symbols {
 
 template <class T>
@@ -80,11 +84,17 @@ inline std::optional<std::string> string_at(std::span<const std::byte> strings,
   return std::string(begin, static_cast<const char*>(end));
 }
 
-}  // namespace detail::elf_symbols
+/// The bytes section `s` holds in the image, nullopt when it has none (SHT_NOBITS) or they lie
+/// outside it. Checked for every section read, whatever its type: a corrupt index may point a
+/// table at an SHT_NULL header whose offset and size were never range-checked.
+inline std::optional<std::span<const std::byte>> section_bytes(std::span<const std::byte> image,
+                                                               const ElfSection& s) noexcept {
+  if (s.type == elf_sht_nobits || !in_range(s.offset, s.size, image.size()))
+    return std::nullopt;
+  return image.subspan(s.offset, s.size);
+}
 
-inline constexpr std::uint32_t elf_sht_symtab = 2;
-inline constexpr std::uint32_t elf_sht_dynsym = 11;
-inline constexpr std::uint32_t elf_sht_nobits = 8;
+}  // namespace detail::elf_symbols
 
 /// Reads the header, the section headers and names, and the first symbol table found of the
 /// types in `tables`, tried in order (e.g. {SHT_SYMTAB, SHT_DYNSYM}). nullopt with `why` set when
@@ -96,6 +106,7 @@ inline std::optional<ElfSymbolTable> read_elf64_symbols(std::span<const std::byt
                                                         std::string& why) {
   using detail::elf_symbols::in_range;
   using detail::elf_symbols::read_le;
+  using detail::elf_symbols::section_bytes;
   using detail::elf_symbols::string_at;
   const std::uint64_t size = image.size();
   if (size < 4 || std::memcmp(image.data(), "\x7f" "ELF", 4) != 0) {
@@ -141,11 +152,11 @@ inline std::optional<ElfSymbolTable> read_elf64_symbols(std::span<const std::byt
     out.sections.push_back(s);
   }
   out.section_names.assign(shnum, std::string());
-  if (shstrndx < shnum && out.sections[shstrndx].type != elf_sht_nobits) {
-    const ElfSection& names = out.sections[shstrndx];
-    const auto strings = image.subspan(names.offset, names.size);
-    for (std::uint64_t i = 0; i < shnum; ++i)
-      if (auto n = string_at(strings, out.sections[i].name)) out.section_names[i] = std::move(*n);
+  if (shstrndx < shnum) {
+    if (const auto strings = section_bytes(image, out.sections[shstrndx]))
+      for (std::uint64_t i = 0; i < shnum; ++i)
+        if (auto n = string_at(*strings, out.sections[i].name))
+          out.section_names[i] = std::move(*n);
   }
   const ElfSection* table = nullptr;
   for (const std::uint32_t want : tables) {
@@ -158,15 +169,16 @@ inline std::optional<ElfSymbolTable> read_elf64_symbols(std::span<const std::byt
   }
   if (table == nullptr) return out;
   constexpr std::uint64_t symbol_size = 24;
-  if ((table->entsize != 0 && table->entsize < symbol_size) || table->link >= shnum ||
-      out.sections[table->link].type == elf_sht_nobits) {
+  const auto linked = table->link < shnum ? section_bytes(image, out.sections[table->link])
+                                           : std::nullopt;
+  if ((table->entsize != 0 && table->entsize < symbol_size) || !linked) {
     why = "malformed ELF symbol table (entry size " + std::to_string(table->entsize) +
-          ", string table " + std::to_string(table->link) + ")";
+          ", string table " + std::to_string(table->link) +
+          (table->link < shnum ? " holds no bytes inside the image)" : " does not exist)");
     return std::nullopt;
   }
   const std::uint64_t entsize = table->entsize != 0 ? table->entsize : symbol_size;
-  const ElfSection& str = out.sections[table->link];
-  const auto strings = image.subspan(str.offset, str.size);
+  const std::span<const std::byte> strings = *linked;
   const std::uint64_t count = table->size / entsize;
   constexpr std::uint64_t max_symbols = std::uint64_t{1} << 20;
   if (count > max_symbols) {
