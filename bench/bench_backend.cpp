@@ -7,6 +7,8 @@
 //  - `launch/plugin_table`: by calling the host plugin's `launch` slot directly on an instance
 //    this program created itself from the plugin's C table (dlopen, gpuplug_plugin_entry, create).
 //  Both reach the same SDK slot and host executor, so the difference is the core's layer.
+//  - `launch/counted`: launch_args of `noop_counted`, which publishes `noop_counted_args`: the
+//    primitive launch plus the check of the argument count and sizes against the signature.
 //  - `launch/layer:<name>`: `launch/gpuplug` on a backend with one layer enabled (issue 17,
 //    docs/layers.md): `passthrough` is a layer that sets no slot (the core's forwarder alone),
 //    the others are the built-in layers with their default options. `launch/gpuplug` itself
@@ -137,6 +139,7 @@ struct World {
   gpuplug::PluginRegistry registry;
   std::shared_ptr<GpuBackend> gpu;
   KernelHandle noop;
+  KernelHandle noop_counted;  // publishes noop_counted_args: launch_args checks against it
   std::vector<Layered> layered;
   DirectInstance direct;
   // A ledger of its own, as a plugin instance holds one (no limit, no log sink).
@@ -152,6 +155,14 @@ void launch_gpuplug(benchmark::State& state) {
   const KernelHandle f = g_world->noop;
   void* params[1] = {nullptr};
   for (auto _ : state) gpu.launch(f, Dim3{1, 1, 1}, Dim3{1, 1, 1}, 0, gpuplug::Stream{}, params);
+  state.SetItemsProcessed(state.iterations());
+}
+
+void launch_counted(benchmark::State& state) {
+  GpuBackend& gpu = *g_world->gpu;
+  const KernelHandle f = g_world->noop_counted;
+  const std::uint32_t n = 0;
+  for (auto _ : state) gpu.launch_args(f, Dim3{1, 1, 1}, Dim3{1, 1, 1}, 0, gpuplug::Stream{}, n);
   state.SetItemsProcessed(state.iterations());
 }
 
@@ -241,6 +252,7 @@ void alloc_free_raw(benchmark::State& state) {
 
 void register_all() {
   for (auto [name, fn] : {std::pair{"launch/gpuplug", &launch_gpuplug},
+                          std::pair{"launch/counted", &launch_counted},
                           std::pair{"launch/plugin_table", &launch_plugin_table}}) {
     benchmark::RegisterBenchmark(name, fn)->Threads(1)->Threads(2)->UseRealTime();
   }
@@ -280,6 +292,7 @@ int main(int argc, char** argv) {
     world->gpu = world->registry.create("host!");
     world->gpu->load_module_file("bench_noop", GPUPLUG_BENCH_NOOP_MODULE);
     world->noop = world->gpu->kernel("bench_noop", "noop");
+    world->noop_counted = world->gpu->kernel("bench_noop", "noop_counted");
     world->registry.add_layer(passthrough_layer);
     const std::string trace_file = "/tmp/gpuplug-bench-trace-" + std::to_string(::getpid()) + ".json";
     for (const gpuplug::LayerInfo& info : world->registry.layers()) {

@@ -403,7 +403,20 @@ KernelHandle PluginBackend::kernel(std::string_view module, std::string_view fun
     throw Error(Status::internal, name_, "kernel",
                 "the plugin returned a null handle for " + m + "::" + f);
   }
-  return KernelHandle{out};
+  const KernelHandle handle{out};
+  // The signature counted launches are checked against. Optional metadata: a module without
+  // it, or a backend that cannot read it now, leaves the kernel's launches unchecked.
+  std::unique_ptr<const KernelSignature> sig;
+  try {
+    sig = read_kernel_signature(*this, m, f);
+  } catch (const Error&) {
+  }
+  signatures_.set(handle, std::move(sig));
+  return handle;
+}
+
+const KernelSignature* PluginBackend::kernel_signature(KernelHandle f) const noexcept {
+  return signatures_.find(f);
 }
 
 std::optional<DeviceSymbol> PluginBackend::device_symbol(std::string_view module,

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "launch/kernel_signatures.hpp"
 #include "table/import_callbacks.hpp"
 #include "layers/layer_catalog.hpp"
 #include "table/plugin_table.hpp"
@@ -70,8 +71,10 @@ class PluginBackend final : public GpuBackend {
   KernelHandle kernel(std::string_view module, std::string_view func) override;
   std::optional<DeviceSymbol> device_symbol(std::string_view module,
                                             std::string_view symbol) override;
+  using GpuBackend::launch;
   void launch(KernelHandle f, Dim3 grid, Dim3 block, std::uint32_t shared_bytes, Stream stream,
               void** params) override;
+  const KernelSignature* kernel_signature(KernelHandle f) const noexcept override;
   MemoryInfo memory_info() override;
   DeviceInfo device_info() override;
   LedgerStats ledger_stats() override;
@@ -177,6 +180,7 @@ class PluginBackend final : public GpuBackend {
   // freed through its own instance.
   std::mutex pinned_mutex_;
   std::vector<std::pair<void*, std::size_t>> kept_pinned_;
+  KernelSignatures signatures_;  // `<func>_args` of every kernel resolved, by handle
   bool validates_ = false;
   ImportCallbacks imports_;  // import_memory's on_release, run by free, sweep and destroy
 };

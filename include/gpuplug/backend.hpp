@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -156,16 +157,36 @@ class GpuBackend {
   virtual std::optional<DeviceSymbol> device_symbol(std::string_view module, std::string_view symbol) = 0;
 
   // ---- work
-  /// params: one pointer per kernel argument, as cuLaunchKernel takes them.
+  /// The primitive launch: params holds one pointer per kernel argument, as cuLaunchKernel takes
+  /// them. It cannot know how many pointers params holds, so nothing checks them against the
+  /// kernel: prefer the counted forms below. Backends override this one.
   virtual void launch(KernelHandle f, Dim3 grid, Dim3 block, std::uint32_t shared_bytes, Stream stream,
                       void** params) = 0;
-  /// Convenience: launch(f, grid, block, shared, stream, a, b, c) with arguments by value.
+  /// The most arguments a counted launch takes.
+  static constexpr std::size_t max_launch_args = 64;
+  /// The counted launch: `args` are the kernel's arguments in order. Where the kernel's module
+  /// publishes `<func>_args` (kernel_signature), a count or a size that differs is
+  /// Error(invalid_argument, name(), "launch", ...) naming the kernel, what it takes and what it
+  /// was given, and nothing is launched; so is a list of more than max_launch_args. Allocates
+  /// nothing.
+  void launch(KernelHandle f, Dim3 grid, Dim3 block, std::uint32_t shared_bytes, Stream stream,
+              std::span<const KernelArg> args);
+  /// The same with a braced list: launch(f, grid, block, 0, stream, {n, alpha, x, y}).
+  void launch(KernelHandle f, Dim3 grid, Dim3 block, std::uint32_t shared_bytes, Stream stream,
+              std::initializer_list<KernelArg> args) {
+    launch(f, grid, block, shared_bytes, stream, std::span<const KernelArg>(args.begin(), args.size()));
+  }
+  /// Convenience: launch(f, grid, block, shared, stream, a, b, c) with arguments by value; a
+  /// counted launch, checked as above.
   template <class... Args>
   void launch_args(KernelHandle f, Dim3 grid, Dim3 block, std::uint32_t shared_bytes, Stream stream,
                    const Args&... args) {
-    std::array<void*, sizeof...(Args) + 1> params{const_cast<void*>(static_cast<const void*>(&args))...};
-    launch(f, grid, block, shared_bytes, stream, params.data());
+    const std::array<KernelArg, sizeof...(Args)> list{KernelArg(args)...};
+    launch(f, grid, block, shared_bytes, stream, std::span<const KernelArg>(list));
   }
+  /// What `f`'s module publishes of its arguments, read when `kernel` resolved it; nullptr when it
+  /// publishes none, or `f` is not a handle this backend made. Valid as long as the backend.
+  virtual const KernelSignature* kernel_signature(KernelHandle f) const noexcept;
 
   // ---- queries and the ledger
   virtual MemoryInfo memory_info() = 0;

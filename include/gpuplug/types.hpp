@@ -9,12 +9,15 @@
 #include <compare>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <vector>
 
 GPUPLUG_API_BEGIN
 namespace gpuplug {
@@ -107,6 +110,41 @@ struct Event {
 struct Dim3 {
   std::uint32_t x = 1, y = 1, z = 1;
   friend bool operator==(const Dim3&, const Dim3&) = default;
+};
+
+/// One argument of a counted launch (GpuBackend::launch with a span of them): the bytes of a
+/// trivially copyable value, a DevicePtr or a scalar. Values of up to 8 bytes are copied into the
+/// KernelArg, so a KernelArg made from a temporary stays valid; a larger value is referred to and
+/// must outlive the launch call (a launch reads its arguments before it returns). A pointer is
+/// passed as its value, as cuLaunchKernel takes it.
+class KernelArg {
+ public:
+  template <class T>
+    requires(std::is_trivially_copyable_v<T> && !std::is_same_v<T, KernelArg>)
+  KernelArg(const T& value) noexcept  // NOLINT(google-explicit-constructor): built from lists
+      : size_(static_cast<std::uint32_t>(sizeof(T))) {
+    if constexpr (sizeof(T) <= sizeof(inline_)) {
+      std::memcpy(inline_, &value, sizeof(T));
+      data_ = nullptr;
+    } else {
+      data_ = &value;
+    }
+  }
+  /// The argument's bytes, as launch's params point to them.
+  const void* data() const noexcept { return data_ != nullptr ? data_ : inline_; }
+  std::uint32_t size() const noexcept { return size_; }
+
+ private:
+  alignas(8) unsigned char inline_[8] = {};
+  const void* data_ = nullptr;  // a larger value, referred to; nullptr: inline_
+  std::uint32_t size_ = 0;
+};
+
+/// What a module publishes of a kernel's arguments (`<func>_args`, <gpuplug/kernel_args.h>), as
+/// a backend read it when the kernel was resolved; counted launches are checked against it.
+struct KernelSignature {
+  std::string name;                  // "axpy::axpy": module::function
+  std::vector<std::uint32_t> sizes;  // bytes of each argument, in order
 };
 
 /// A published device symbol: its address on the device and its size in bytes.

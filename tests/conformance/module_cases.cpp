@@ -200,6 +200,50 @@ void launch_errors(Context& ctx) {
   gpu.synchronize();
 }
 
+void launch_argument_count(Context& ctx) {
+  // axpy publishes axpy_args (4, 4, 8, 8 bytes): a counted launch with another count or size
+  // is refused by the core before the plugin sees it, and the buffers keep their bytes.
+  GpuBackend& gpu = ctx.backend();
+  const std::uint32_t n = 256;
+  const float a = 2.0f;
+  const std::vector<float> ones(n, 1.0f);
+  DeviceBuffer dx = to_device(gpu, ones), dy = to_device(gpu, ones);
+  const KernelHandle f = gpu.op_cache().kernel(gpu, "axpy", "axpy");
+  const KernelSignature* sig = gpu.kernel_signature(f);
+  GPUPLUG_CHECK_MSG(sig != nullptr, "no signature recorded for axpy::axpy, which publishes "
+                                    "axpy_args");
+  GPUPLUG_CHECK_EQ(sig->name, std::string("axpy::axpy"));
+  GPUPLUG_CHECK(sig->sizes == (std::vector<std::uint32_t>{4, 4, 8, 8}));
+  const Dim3 grid{1, 1, 1}, block{256, 1, 1};
+  const auto refusal = [&](auto&& launch) -> std::string {
+    try {
+      launch();
+    } catch (const Error& e) {
+      GPUPLUG_CHECK_EQ(e.status(), Status::invalid_argument);
+      GPUPLUG_CHECK_EQ(e.operation(), std::string("launch"));
+      return e.message();
+    }
+    return "";
+  };
+  const std::string three = refusal([&] {
+    gpu.launch(f, grid, block, 0, Stream{}, {n, a, dx.ptr()});
+  });
+  GPUPLUG_CHECK_MSG(contains(three, "kernel axpy::axpy takes 4 arguments (4, 4, 8, 8 bytes), "
+                                    "given 3 arguments (4, 4, 8 bytes)"),
+                    "three arguments to axpy: '" << three << "'");
+  const std::string wide = refusal([&] {
+    gpu.launch_args(f, grid, block, 0, Stream{}, std::uint64_t{n}, a, dx.ptr(), dy.ptr());
+  });
+  GPUPLUG_CHECK_MSG(contains(wide, "given 4 arguments (8, 4, 8, 8 bytes)"),
+                    "a 64-bit n to axpy: '" << wide << "'");
+  gpu.synchronize();
+  GPUPLUG_CHECK_MSG(dy.download<float>(n) == ones, "a refused launch wrote to y");
+  gpu.launch(f, grid, block, 0, Stream{}, {n, a, dx.ptr(), dy.ptr()});
+  gpu.synchronize();
+  GPUPLUG_CHECK_MSG(dy.download<float>(n) == std::vector<float>(n, 3.0f),
+                    "the counted launch of axpy with its four arguments did not compute y = 2x + y");
+}
+
 void activation_bias_relu(Context& ctx) {
   GpuBackend& gpu = ctx.backend();
   const std::uint32_t rows = 13, cols = 77;
@@ -242,6 +286,9 @@ const Case cases[] = {
      "axpy by the launch rule, n from 1 to 100003, matches the reference and writes nothing past n",
      launch_axpy_checked},
     {"launch_errors", "a null kernel and empty grids or blocks are refused", launch_errors},
+    {"launch_argument_count",
+     "a counted launch with another argument count or size than <func>_args is invalid_argument",
+     launch_argument_count},
     {"activation_bias_relu", "bias_relu matches the CPU bit for bit", activation_bias_relu},
 };
 

@@ -418,6 +418,18 @@ BOOST_AUTO_TEST_CASE(a_handle_whose_module_was_unloaded_names_module_and_functio
           "function " + hex(h.value) + " is mine::axpy, whose module mine was unloaded");
 }
 
+BOOST_AUTO_TEST_CASE(a_counted_launch_with_the_wrong_argument_count_is_refused) {
+  // The core checks it against axpy_args before the launch reaches validate or the plugin: on
+  // the fake CUDA driver as on host, the module's published sizes are read when it resolves.
+  const KernelHandle h = gpu->kernel("axpy", "axpy");
+  refused([&] { gpu->launch(h, Dim3{1, 1, 1}, Dim3{256, 1, 1}, 0, Stream{}, {256u, 1.0f, x}); },
+          "launch",
+          "kernel axpy::axpy takes 4 arguments (4, 4, 8, 8 bytes), given 3 arguments (4, 4, 8 "
+          "bytes)");
+  gpu->launch(h, Dim3{1, 1, 1}, Dim3{256, 1, 1}, 0, Stream{}, {256u, 1.0f, x, y});
+  gpu->synchronize();
+}
+
 BOOST_AUTO_TEST_CASE(a_zero_grid_or_block_is_refused) {
   const KernelHandle h = gpu->kernel("axpy", "axpy");
   refused(

@@ -22,6 +22,7 @@
 #include <hip/hip_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -34,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "gpuplug/support/elf_symbols.hpp"
 #include "image.hpp"
 
 namespace {
@@ -53,7 +55,9 @@ struct Function {
 struct Module {
   int device;
   std::vector<std::string> kernels;
-  std::map<std::string, std::uint32_t> globals;  // 4-byte published symbols and their storage
+  // Published objects and their storage: 4-byte ones with the values gpuplug's tests use, others
+  // (the 72-byte `<func>_args`) with the bytes the code object gives them.
+  std::map<std::string, std::vector<unsigned char>> globals;
   std::map<std::string, std::unique_ptr<Function>> functions;  // handles handed out, by name
 };
 
@@ -385,6 +389,31 @@ extern "C" __attribute__((visibility("default"))) std::size_t gpuplug_fake_hip_e
   return state().event_calls;
 }
 
+namespace {
+// The objects of `code` larger than 4 bytes (up to a page), with their initial bytes: the section
+// contents at the symbol's address, as a runtime would load them. One without file contents
+// (.bss) or outside its section is skipped.
+void add_object_bytes(std::span<const std::byte> code, Module& m) {
+  namespace support = gpuplug::support;
+  constexpr std::array<std::uint32_t, 2> tables{support::elf_sht_symtab, support::elf_sht_dynsym};
+  std::string why;
+  const auto table = support::read_elf64_symbols(code, tables, why);
+  if (!table) return;
+  for (const support::ElfSymbolInfo& s : table->symbols) {
+    if (s.type != 1 || s.size <= 4 || s.size > 4096 || s.section >= table->sections.size())
+      continue;
+    const support::ElfSection& sec = table->sections[s.section];
+    if (sec.type == support::elf_sht_nobits || sec.type == 0 || s.value < sec.addr || s.value - sec.addr > sec.size ||
+        sec.size - (s.value - sec.addr) < s.size)
+      continue;
+    const auto at = code.subspan(sec.offset + (s.value - sec.addr), s.size);
+    auto& bytes = m.globals[s.name];
+    bytes.resize(s.size);
+    std::memcpy(bytes.data(), at.data(), s.size);
+  }
+}
+}  // namespace
+
 hipError_t hipModuleLoadData(hipModule_t* module, const void* image) {
   namespace hip = gpuplug::hip;
   // No size is given; the fake trusts the plugin to have checked the image (it reads at most the
@@ -416,7 +445,13 @@ hipError_t hipModuleLoadData(hipModule_t* module, const void* image) {
   m->device = t_current;
   m->kernels = hip::kernel_names(*symbols);
   for (const hip::ElfSymbol& s : *symbols)  // published metadata, with the values gpuplug uses
-    if (s.type == 1 && s.size == 4) m->globals[s.name] = s.name.ends_with("_n_tile") ? 64u : 1u;
+    if (s.type == 1 && s.size == 4) {
+      const std::uint32_t value = s.name.ends_with("_n_tile") ? 64u : 1u;
+      auto& bytes = m->globals[s.name];
+      bytes.resize(4);
+      std::memcpy(bytes.data(), &value, 4);
+    }
+  add_object_bytes(code, *m);
   std::lock_guard lock(state().mutex);
   *module = reinterpret_cast<hipModule_t>(m.get());
   state().modules.insert(m.release());
@@ -426,7 +461,7 @@ hipError_t hipModuleUnload(hipModule_t module) {
   std::lock_guard lock(state().mutex);
   auto* m = reinterpret_cast<Module*>(module);
   if (state().modules.erase(m) == 0) return hipErrorInvalidHandle;
-  for (auto& [name, value] : m->globals) state().allocations.erase(&value);
+  for (auto& [name, value] : m->globals) state().allocations.erase(value.data());
   delete m;
   return hipSuccess;
 }
@@ -450,11 +485,11 @@ hipError_t hipModuleGetGlobal(hipDeviceptr_t* address, size_t* bytes, hipModule_
   const auto it = m->globals.find(name);
   if (it == m->globals.end()) return hipErrorNotFound;
   // Device memory of the module's device, so that the plugin can copy the value back.
-  if (state().allocations.count(&it->second) == 0) {
-    state().allocations[&it->second] = {m->device, 4};
+  if (state().allocations.count(it->second.data()) == 0) {
+    state().allocations[it->second.data()] = {m->device, it->second.size()};
   }
-  *address = &it->second;
-  *bytes = 4;
+  *address = it->second.data();
+  *bytes = it->second.size();
   return hipSuccess;
 }
 #endif
