@@ -66,7 +66,6 @@ void install_crash_note() {
 
 void note_case_running(bool running) { case_running = running ? 1 : 0; }
 
-
 namespace {
 
 // ---- --isolate: the child's record ------------------------------------------------------------
@@ -156,7 +155,8 @@ int run_one_case(std::string_view name, std::string_view result_pipe,
                  const std::optional<std::string>& plugin_file, const conf::KnownFailures& known,
                  std::span<const conf::Case> cases, const UserCases& user) {
   if (!is_result_pipe(result_pipe))
-    return usage_error("--run-case is internal to isolated runs (descriptor 3 is not its result pipe)");
+    return usage_error(
+        "--run-case is internal to isolated runs (descriptor 3 is not its result pipe)");
   const auto it =
       std::find_if(cases.begin(), cases.end(), [&](const conf::Case& c) { return c.name == name; });
   if (it == cases.end())
@@ -238,8 +238,8 @@ conf::Result run_isolated(const conf::Case& c, const conf::Target& target,
     // The whole record came first: the case had ended, and something it left running (a thread,
     // an unload that waits for one) killed or stalled the process after it. That case's plugin
     // is broken, so the row fails, saying when it died; the next case is not involved.
-    const std::string after = " after the case '" + std::string(c.name) +
-                              "' had ended (a thread it left behind?)";
+    const std::string after =
+        " after the case '" + std::string(c.name) + "' had ended (a thread it left behind?)";
     if (run.timed_out) {
       why = "hung" + after + ": " + timed_out_words;
       died = Verdict::timed_out;
@@ -249,11 +249,8 @@ conf::Result run_isolated(const conf::Case& c, const conf::Target& target,
     } else {
       why = "the child " + describe_wait_status(run.wait_status) + after;
     }
-    why += "; the case itself " +
-           (decoded->outcome == conf::Outcome::passed
-                ? std::string("passed")
-                : ": " + std::string(conf::to_string(decoded->outcome)) +
-                      (decoded->reason.empty() ? "" : ": " + decoded->reason));
+    why += "; the case itself " + std::string(conf::to_string(decoded->outcome));
+    if (!decoded->reason.empty()) why += ": " + decoded->reason;
     r.elapsed = decoded->elapsed;
   } else if (run.timed_out) {
     why = timed_out_words;

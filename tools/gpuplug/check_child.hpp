@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The child processes of `gpuplug check`: a case run alone (the default; not --no-isolate) and the lints
-// that load the plugin. The parent side starts them and judges what they leave; the child side
-// runs one case or the loaded lints and writes its record to the result pipe.
+// The child processes of `gpuplug check`: a case run alone (the default; not --no-isolate) and the
+// lints that load the plugin. The parent side starts them and judges what they leave; the child
+// side runs one case or the loaded lints and writes its record to the result pipe.
 #pragma once
 
 #include <cases.hpp>

@@ -79,10 +79,12 @@ void print_check_usage(std::ostream& os) {
         "                         status, time and message; `gpuplug matrix` merges such files\n"
         "  --junit FILE           also write the run as JUnit XML for CI test reporters\n"
         "  --cases LIB.so         also run the cases a library of your own lists\n"
-        "                         (<gpuplug/conformance.hpp>, GPUPLUG_CONFORMANCE_CASES); repeatable\n"
+        "                         (<gpuplug/conformance.hpp>, GPUPLUG_CONFORMANCE_CASES); "
+        "repeatable\n"
         "  --modules DIR          your cases' kernel modules: DIR/<plugin>/<module>.* (a module\n"
         "                         not found there fails the case; a flat DIR is still read)\n"
-        "  --only-user            run only the --cases cases: not the built-in suite, not the lints\n"
+        "  --only-user            run only the --cases cases: not the built-in suite, not the "
+        "lints\n"
         "  --list                 list the cases (with --cases: yours too) and exit\n"
         "  --list-plugins         list candidate plugins as tab-separated lines and exit\n"
         "\n"
@@ -127,15 +129,16 @@ std::variant<CheckOptions, int> parse_check_options(std::span<const std::string_
   }
   // A hung case can only be stopped by killing its process: no time limit in process.
   if (no_isolate && timeout)
-    return usage("--timeout and --no-isolate exclude each other: a time limit needs a process per case");
+    return usage(
+        "--timeout and --no-isolate exclude each other: a time limit needs a process per case");
   if (no_isolate && isolate_flag) return usage("--isolate and --no-isolate exclude each other");
   o.isolate = !no_isolate;
   if (o.isolate && o.timeout_s == 0) o.timeout_s = default_case_timeout_s();
   if (o.list_plugins) return o;
   if (o.backend && o.plugin_file) return usage("--backend and --plugin exclude each other");
   const bool isolation_asked = isolate_flag || no_isolate || timeout;
-  if (o.run_lints_file && (o.run_case_name || o.backend || o.plugin_file || isolation_asked ||
-                           !o.filters.empty()))
+  if (o.run_lints_file &&
+      (o.run_case_name || o.backend || o.plugin_file || isolation_asked || !o.filters.empty()))
     return usage("--run-lints (internal) takes no other option but --result-pipe");
   if (o.run_lints_file) return o;
   if (o.only_user && o.case_files.empty())

@@ -133,8 +133,11 @@ check("<table id=\"matrix\">" in html and "<script>" in html and "CRASH" in html
 check("http://" not in html and "https://" not in html and " src=" not in html,
       "the page reaches the network")
 
-unavailable = run("check", "--backend", "nosuch:0!", "--case", "alloc_copy", "--json", p("gone.json"))
+unavailable = run("check", "--backend", "nosuch:0!", "--case", "alloc_copy", "--no-isolate",
+                  "--json", p("gone.json"))
 check(unavailable.returncode == 3, f"check of an unavailable backend exited {unavailable.returncode}")
+gone_options = json.load(open(p("gone.json")))["options"]
+check(gone_options == {"isolate": False, "timeout_s": 0}, f"--no-isolate options: {gone_options}")
 summary = run("matrix", "--summary", p("host.json"), p("broken.json"), p("gone.json"))
 rows = {l.split()[0]: l for l in summary.stdout.splitlines()[1:] if l.strip()}
 host_col = "host:0@" + records["host"]["machine"]["hostname"]
