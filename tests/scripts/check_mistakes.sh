@@ -88,6 +88,16 @@ if [[ -n $host ]]; then
   [[ $(tail -1 <<<"$out") == "$want" ]] ||
     { echo "FAIL: the host plugin's summary is not '$want'"; fail=1; }
 fi
+
+run() {  # run <name> <command...>: output in $out, status in $rc, at most 300 s; both shown
+  local name=$1
+  shift
+  out=$(timeout 300 "$@" 2>&1)
+  rc=$?
+  echo "== $name: exit $rc"
+  echo "$out"
+}
+
 # No flags: isolation is the default. The cases that crash the process on the two mistakes when
 # they run in it (a launch reading its caller's dead stack frame, work still running into freed
 # buffers), with one each that fails on its check whatever the timing: a row per case, the
@@ -99,10 +109,7 @@ for check in "args_not_copied|launch_arguments_copied_during_launch concurrent_l
   plugin=$dir/libgpuplug-mistake_$mistake.so
   subset_args=()
   for c in $subset; do subset_args+=(--case "$c"); done
-  out=$(timeout 300 "$gpuplug" check --plugin "$plugin" "${subset_args[@]}" 2>&1)
-  rc=$?
-  echo "== $mistake, no flags: exit $rc"
-  echo "$out"
+  run "$mistake, no flags" "$gpuplug" check --plugin "$plugin" "${subset_args[@]}"
   [[ $rc -eq 1 ]] || { echo "FAIL: $mistake (no flags): exit status $rc, not 1"; fail=1; }
   grep -Eq '^isolation: +one process per case, at most [0-9]+ s each' <<<"$out" ||
     { echo "FAIL: $mistake (no flags): the header does not say the cases run isolated"; fail=1; }
@@ -115,10 +122,7 @@ done
 # A detached worker that crashes after its case: that case fails, saying the case had ended, and
 # the case after it fails for its own child, never for the one before.
 plugin=$dir/libgpuplug-mistake_detached_thread.so
-out=$(timeout 300 "$gpuplug" check --plugin "$plugin" --case zero_byte_alloc --case alloc_copy_roundtrip 2>&1)
-rc=$?
-echo "== detached_thread: exit $rc"
-echo "$out"
+run detached_thread "$gpuplug" check --plugin "$plugin" --case zero_byte_alloc --case alloc_copy_roundtrip
 [[ $rc -eq 1 ]] || { echo "FAIL: detached_thread: exit status $rc, not 1"; fail=1; }
 for c in zero_byte_alloc alloc_copy_roundtrip; do
   grep -Eq "^$c +FAILED .*crashed after the case '$c' had ended \(a thread it left behind\?\): killed by SIGSEGV.*; the case itself passed" <<<"$out" ||
@@ -127,10 +131,7 @@ done
 [[ $(tail -1 <<<"$out") == "5 passed, 2 failed, 0 skipped" ]] ||
   { echo "FAIL: detached_thread: the summary is not '5 passed, 2 failed, 0 skipped' (5 lints)"; fail=1; }
 # In process the crash comes at the exit, after the summary line: it blames no case.
-out=$(timeout 300 "$gpuplug" check --no-isolate --plugin "$plugin" --case zero_byte_alloc 2>&1)
-rc=$?
-echo "== detached_thread, --no-isolate: exit $rc"
-echo "$out"
+run "detached_thread, --no-isolate" "$gpuplug" check --no-isolate --plugin "$plugin" --case zero_byte_alloc
 [[ $rc -ne 0 && $rc -ne 124 ]] || { echo "FAIL: detached_thread (--no-isolate): exit status $rc"; fail=1; }
 grep -Eq '^isolation: +none \(--no-isolate\)' <<<"$out" ||
   { echo "FAIL: detached_thread (--no-isolate): the header does not say the cases run in process"; fail=1; }
