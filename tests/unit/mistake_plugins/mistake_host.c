@@ -23,7 +23,11 @@
  * "At once" goes through the host plugin itself, on a private stream of the instance that
  * nothing else uses, then waits for it: the plugin's own range checks still apply, so a mistake
  * never becomes a wild write. Since host device pointers are host addresses, that is what a
- * careless emulator does. In a folder of its own; tests name it with --plugin. */
+ * careless emulator does. The exceptions crash the process that runs the cases on purpose, as the
+ * mistakes do in a real plugin: MISTAKE_UNCHECKED_POINTER, MISTAKE_ARGS_NOT_COPIED (a launch
+ * reads its caller's stack frame after it returned), MISTAKE_SYNC_DOES_NOT_WAIT (queued work
+ * writes host memory the caller may have freed) and MISTAKE_DETACHED_THREAD. In a folder of its
+ * own; tests name it with --plugin. */
 #include <dlfcn.h>
 #include <gpuplug/abi.h>
 #include <pthread.h>
