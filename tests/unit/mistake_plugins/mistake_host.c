@@ -133,15 +133,15 @@ static void* worker_main(void* arg) {
 
 static void start_worker(gpuplug_instance_t inst) {
   pthread_mutex_lock(&lock);
-  const int first = !worker_started;
-  if (first) {
+  pthread_t thread;
+  /* Only a worker that exists is waited for at unload; it waits for the lock, held here. */
+  if (!worker_started && pthread_create(&thread, NULL, worker_main, NULL) == 0) {
+    pthread_detach(thread);
     worker_started = 1;
     worker_instance = inst;
     worker_state = &worker_state_value;
   }
   pthread_mutex_unlock(&lock);
-  pthread_t thread;
-  if (first && pthread_create(&thread, NULL, worker_main, NULL) == 0) pthread_detach(thread);
 }
 
 static void forget_worker_instance(gpuplug_instance_t inst) {
