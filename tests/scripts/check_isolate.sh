@@ -6,8 +6,10 @@
 # out after 2 s (killed by SIGKILL ...)", the exiting one naming status 7 with its stderr under
 # its row; the cases around them still run and pass, the summary line counts the three failures
 # (and the five lints, which pass) and the exit status is 1.
-# Then the real host plugin passes the same cases, and every case, isolated; and bad option
-# values are usage errors naming the option.
+# With no flag at all the cases are isolated just the same (the default, with its time limit);
+# --no-isolate runs them in process and excludes --timeout and --isolate (a no-op spelling kept
+# for a release). Then the real host plugin passes the same cases, and every case, isolated; and
+# bad option values are usage errors naming the option.
 # Usage: check_isolate.sh <gpuplug> <broken plugin .so> <host plugin .so>
 set -uo pipefail
 gpuplug=$1
@@ -57,7 +59,27 @@ grep -Eq '^alloc_copy_roundtrip +passed' <<<"$out" ||
 [[ $(tail -1 <<<"$out") == "7 passed, 3 failed, 0 skipped" ]] ||
   { echo "FAIL: the last line is not '7 passed, 3 failed, 0 skipped'"; fail=1; }
 
-# --timeout implies --isolate; the crash is still one row.
+# No flag at all: every case is isolated, with the default time limit; the crash is still one row.
+run "broken_host, no flags" "$gpuplug" check --plugin "$broken" --case launch_axpy --case alloc_copy_roundtrip
+[[ $rc -eq 1 ]] || { echo "FAIL: no flags: exit status $rc, not 1"; fail=1; }
+expect '^isolation: +one process per case, at most (60|600) s each' "isolation and its time limit are the default"
+expect '^launch_axpy +FAILED .*crashed: killed by SIGSEGV' "no flags: the crash fails its own case"
+expect '^alloc_copy_roundtrip +passed' "no flags: the run goes on after the crash"
+[[ $(tail -1 <<<"$out") == "6 passed, 1 failed, 0 skipped" ]] || { echo "FAIL: no flags: summary"; fail=1; }
+
+# --no-isolate runs the cases in this process, as before isolation was the default.
+run "host, --no-isolate" "$gpuplug" check --no-isolate --plugin "$host" "${cases[@]}"
+[[ $rc -eq 0 ]] || { echo "FAIL: --no-isolate exit status $rc, not 0"; fail=1; }
+expect '^isolation: +none \(--no-isolate\)' "the header says the cases run in process"
+[[ $(tail -1 <<<"$out") == "10 passed, 0 failed, 0 skipped" ]] || { echo "FAIL: --no-isolate summary"; fail=1; }
+for other in "--timeout 5" "--isolate"; do
+  # shellcheck disable=SC2086  # the option and its value are words
+  run "--no-isolate with $other" "$gpuplug" check --no-isolate $other --plugin "$host"
+  [[ $rc -eq 2 ]] || { echo "FAIL: --no-isolate with $other: exit status $rc, not 2"; fail=1; }
+  expect "^gpuplug check: ${other%% *} and --no-isolate exclude each other" "the error names both options"
+done
+
+# --timeout (with or without --isolate, now a no-op) isolates too.
 run "broken_host, --timeout alone" "$gpuplug" check --timeout 2 --plugin "$broken" --case launch_axpy
 [[ $rc -eq 1 ]] || { echo "FAIL: exit status $rc, not 1"; fail=1; }
 expect 'crashed: killed by SIGSEGV' "--timeout alone isolates"

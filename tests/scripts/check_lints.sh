@@ -2,15 +2,15 @@
 # SPDX-License-Identifier: Apache-2.0
 # The lints of `gpuplug check` (issue 21, docs/lints.md) against the lint plugins of
 # tests/unit/lint_plugins, one mistake each, and against files made here from the real host
-# plugin (cut short at several lengths, overwritten with garbage, a text file): for each, with and
-# without --isolate, the exit status is 1 or 3 (never a crash, a usage error or the time limit),
+# plugin (cut short at several lengths, overwritten with garbage, a text file): for each, isolated
+# and in process (--no-isolate), the exit status is 1 or 3 (never a crash, a usage error or the time limit),
 # the lint that owns the mistake is "FAILED" naming it, the others are "ok" where the file is a
 # well-formed shared object, and the last line is the summary. Then the real plugins (host, the
 # template built against ABI 1.0, and every libgpuplug-*.so of the build's plugin folder: cuda and
 # hip where built) pass every lint, through --plugin and through --backend.
 # A plugin that crashes or aborts while it loads (tests/unit/hostile_plugins) fails the loading
-# lints, naming the signal, with and without --isolate, and the run goes on. The internal --run-lints refuses
-# to run by hand.
+# lints, naming the signal, isolated and in process, and the run goes on. The internal --run-lints
+# refuses to run by hand.
 # Usage: check_lints.sh <gpuplug> <lint plugin folder> <host plugin .so> <template plugin .so>
 #                       <plugin folder> <hostile plugin folder>
 set -uo pipefail
@@ -40,8 +40,8 @@ check_broken() {
   local file=$1 lint=$2 regex=$3 strict=${4:-}
   local mode
   for mode in plain isolated; do
-    local extra=()
-    [[ $mode == isolated ]] && extra=(--isolate --timeout 20)
+    local extra=(--no-isolate)
+    [[ $mode == isolated ]] && extra=(--timeout 20)
     run "$gpuplug" check --plugin "$file" --case zero_byte_alloc "${extra[@]}"
     local what="$(basename "$file") ($mode)"
     echo "== $what: exit $rc"
@@ -114,8 +114,8 @@ check_broken "$text" exports "does not start with the ELF magic"
 for crash in segv_entry:SIGSEGV abort_ctor:SIGABRT; do
   for mode in plain isolated; do
     f="$hostile/libgpuplug-${crash%%:*}.so"
-    extra=()
-    [[ $mode == isolated ]] && extra=(--isolate --timeout 20)
+    extra=(--no-isolate)
+    [[ $mode == isolated ]] && extra=(--timeout 20)
     run "$gpuplug" check --plugin "$f" --case zero_byte_alloc "${extra[@]}"
     echo "== $(basename "$f") ($mode): exit $rc"
     echo "$out" | grep -E '^lint |passed, '

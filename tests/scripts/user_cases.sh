@@ -24,14 +24,14 @@ expect() {  # expect <regex> <what>
   grep -Eq -- "$1" <<<"$out" || { echo "FAIL: $2 (no match for '$1')"; printf '%s\n' "$out" | tail -n 20; fail=1; }
 }
 
-run "example only" "$gpuplug" check --backend host --only-user --cases "$example" --modules "$modules"
+run "example only" "$gpuplug" check --backend host --only-user --no-isolate --cases "$example" --modules "$modules"
 [[ $rc -eq 0 ]] || { echo "FAIL: the example's cases exit $rc on host"; fail=1; }
 expect '^scale_matches_host_and_cpu +passed' "scale_matches_host_and_cpu passes on host"
 expect '^scale_on_managed_memory +passed' "scale_on_managed_memory passes on host"
 expect '^2 passed, 0 failed, 0 skipped$' "only the two user cases ran (no lints: --only-user)"
 expect '^scale_matches_host_and_cpu +passed .*reference is the backend itself \(host:0\)' "a host-only run says the reference was the backend itself"
 
-run "example isolated" "$gpuplug" check --backend host --only-user --isolate --cases "$example" --modules "$modules"
+run "example isolated" "$gpuplug" check --backend host --only-user --cases "$example" --modules "$modules"
 [[ $rc -eq 0 ]] || { echo "FAIL: the example's cases exit $rc isolated"; fail=1; }
 expect '^2 passed, 0 failed, 0 skipped$' "isolated children find the user cases and their modules"
 

@@ -2,7 +2,7 @@
 // `gpuplug check`: runs the conformance cases against one backend and prints a verdict table.
 //
 //   gpuplug check [--backend SEL | --plugin FILE] [--case TEXT]... [--known-failures FILE]
-//                 [--isolate] [--timeout SECONDS]
+//                 [--timeout SECONDS | --no-isolate]
 //   gpuplug check --list            the cases, one a line, with what each checks
 //   gpuplug check --list-plugins    one line per candidate plugin: name, state, reason, devices,
 //                                   message (tab-separated; what scripts/test reads)
@@ -13,14 +13,16 @@
 // failed, N skipped", where each lint counts as passed or failed.
 // Known failures (known_failures.txt) that fail count as skipped ("xfail", with the reason);
 // listed ones that pass count as failed ("XPASS"), so the list stays honest.
-// --isolate runs every case in a child process of its own (this program again, from
+// Every case runs in a child process of its own unless --no-isolate (this program again, from
 // /proc/self/exe, with the internal options --run-case NAME --result-pipe INODE; the child
 // writes its Result to descriptor 3 once it has checked that 3 is that pipe): a case that crashes,
 // exits or hangs is a failed row naming the signal, the exit status or the time limit, and the run
-// goes on. --timeout SECONDS bounds each case and implies
-// --isolate, since a hung thread cannot be stopped inside this process. A child's own output is
-// collected, never interleaved with the table, and shown (its last lines) under a row that did
-// not pass.
+// goes on. Each case has --timeout SECONDS, else default_case_timeout_s(): a hung thread cannot be
+// stopped inside this process. A child that dies after it wrote its whole record fails that case
+// as having died after it ended (a thread the case left behind), never the next one. A child's
+// own output is collected, never interleaved with the table, and shown (its last lines) under a
+// row that did not pass. --no-isolate runs the cases in this process: a crash ends the run (its
+// last row names the case) and a hang hangs it.
 // The lints that load the plugin always run in a child (--run-lints FILE, on the same kind of
 // result pipe, at most --timeout or 60 s), so that a plugin that crashes, exits or hangs while it
 // loads fails them instead of ending the run.
@@ -161,15 +163,16 @@ bool write_text_file(const std::string& file, const std::string& text, std::stri
   return false;
 }
 
-/// How long the child that loads the plugin for the lints may take when --timeout sets no limit:
-/// loading and three calls of the entry point take milliseconds, a minute only stops a hang.
+/// How long the child that loads the plugin for the lints may take under --no-isolate (no case
+/// time limit): loading and three calls of the entry point take milliseconds, a minute only
+/// stops a hang.
 constexpr long lint_load_timeout_s = 60;
 
 /// Runs the lints on `file` and prints one line each ("lint exports: ok", "lint runpath: FAILED:
 /// <why>"), counted in `tally` as passed or failed: first those that only read the file, then,
 /// when it is a well-formed shared object, those that load it. Those always run in a child
-/// process, with or without --isolate: the file may be one the registry has just seen crash its
-/// probe, and without --isolate the cases are then skipped, so the lints would be the only code
+/// process, isolated or not: the file may be one the registry has just seen crash its
+/// probe, and with --no-isolate the cases are then skipped, so the lints would be the only code
 /// to load it into this process.
 void run_lints(const std::filesystem::path& file, long timeout_s, conf::Tally& tally,
                std::vector<gpuplug::tool::CaseRecord>& record) {
@@ -237,10 +240,9 @@ void print_header(const CheckOptions& o, const Chosen& chosen,
             << "\n";
   std::cout << "known failures: " << known_path.string() << " (" << known.size() << " entries)\n";
   if (o.isolate) {
-    std::cout << "isolation:      one process per case, "
-              << (o.timeout_s > 0 ? "at most " + std::to_string(o.timeout_s) + " s each"
-                                  : std::string("no time limit"))
-              << "\n";
+    std::cout << "isolation:      one process per case, at most " << o.timeout_s << " s each\n";
+  } else {
+    std::cout << "isolation:      none (--no-isolate): a crash ends the run, a hang hangs it\n";
   }
   for (const auto& problem : known.problems(user.cases))
     std::cout << "warning:        " << problem << "\n";
@@ -282,10 +284,15 @@ void run_cases(const CheckOptions& o, const Chosen& chosen, std::span<const conf
     }
     std::string child_output;
     std::optional<gpuplug::tool::Verdict> died;
-    const conf::Result r =
-        o.isolate ? gpuplug::tool::run_isolated(*c, chosen.target, o.plugin_file, known_path, known,
-                                                o.timeout_s, user, child_output, died)
-                  : conf::run_case(*c, chosen.target, known);
+    conf::Result r;
+    if (o.isolate) {
+      r = gpuplug::tool::run_isolated(*c, chosen.target, o.plugin_file, known_path, known,
+                                      o.timeout_s, user, child_output, died);
+    } else {
+      gpuplug::tool::note_case_running(true);
+      r = conf::run_case(*c, chosen.target, known);
+      gpuplug::tool::note_case_running(false);
+    }
     tally.add(r.outcome);
     std::string reason = r.reason;
     for (const auto& n : r.notes) reason += (reason.empty() ? "" : "; ") + n;

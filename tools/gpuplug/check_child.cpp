@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "check_child.hpp"
 
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,13 +23,36 @@ constexpr int exit_failed = 1;
 
 int usage_error(const std::string& message) { return tool::usage_error("check", message); }
 
+/// Whether a case is running in this process (set around it by the in-process run), read by
+/// crash_note.
+volatile std::sig_atomic_t case_running = 0;
+
+void write_text(const char* text, std::size_t size) { (void)!::write(STDOUT_FILENO, text, size); }
+
 /// Finishes the row of a case that crashes the process, then lets the signal do its default.
+/// Only async-signal-safe calls. A crash in another thread than the one running the case may be
+/// a worker of that case or a thread an earlier case left behind, and one between cases is the
+/// latter: the note says which it can tell, never blaming a case it cannot.
 extern "C" void crash_note(int sig) {
-  static const char text[] = "CRASHED: the process died in this case (signal ";
-  (void)!::write(STDOUT_FILENO, text, sizeof text - 1);
+  static const char in_case[] = "CRASHED: the process died in this case (signal ";
+  static const char other_thread[] =
+      "CRASHED: the process died in this case, in another thread than the case's: one of its "
+      "workers, or a thread an earlier case left behind? (isolated runs tell) (signal ";
+  static const char no_case[] =
+      "CRASHED: the process died while no case was running, in a thread a case left behind? "
+      "(signal ";
+  const bool main_thread = ::syscall(SYS_gettid) == ::getpid();
+  if (case_running == 0) {
+    write_text("\n", 1);  // off the row or the summary line it may interrupt
+    write_text(no_case, sizeof no_case - 1);
+  } else if (main_thread) {
+    write_text(in_case, sizeof in_case - 1);
+  } else {
+    write_text(other_thread, sizeof other_thread - 1);
+  }
   char digits[4] = {static_cast<char>('0' + sig / 10 % 10), static_cast<char>('0' + sig % 10), ')',
                     '\n'};
-  (void)!::write(STDOUT_FILENO, digits, sizeof digits);
+  write_text(digits, sizeof digits);
   std::signal(sig, SIG_DFL);
   std::raise(sig);
 }
@@ -40,12 +64,15 @@ void install_crash_note() {
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, crash_note);
 }
 
+void note_case_running(bool running) { case_running = running ? 1 : 0; }
 
 namespace {
 
 // ---- --isolate: the child's record ------------------------------------------------------------
-// One record per child on descriptor 3: "<outcome>\n<milliseconds>\n<reason>". The parent trusts
-// none of it: an unknown outcome, a bad number or an oversized record fails the case.
+// One record per child on descriptor 3: "<outcome>\n<milliseconds>\n<reason bytes>\n<reason>".
+// The parent trusts none of it: an unknown outcome, a bad number or an oversized record fails the
+// case. The reason's length makes a whole record tell from one cut short, so that a child that
+// dies after it wrote its record is known to have died after its case ended.
 
 std::optional<conf::Outcome> outcome_named(std::string_view name) {
   for (auto o : {conf::Outcome::passed, conf::Outcome::failed, conf::Outcome::skipped,
@@ -70,37 +97,54 @@ std::string encode_result(const conf::Result& r) {
   for (const auto& n : r.notes) reason += (reason.empty() ? "" : "; ") + n;
   reason = reason.substr(0, max_child_result_bytes / 2);
   const auto ms = static_cast<long long>(r.elapsed.count() * 1000.0);
-  return std::string(conf::to_string(r.outcome)) + "\n" + std::to_string(ms) + "\n" + reason;
+  return std::string(conf::to_string(r.outcome)) + "\n" + std::to_string(ms) + "\n" +
+         std::to_string(reason.size()) + "\n" + reason;
 }
 
-/// The parent's reading of a record; the defect in words when it is not one.
+/// A line of decimal digits at the start of `text` (at most 12), consumed with its newline.
+std::optional<long long> take_number(std::string_view& text) {
+  const auto nl = text.find('\n');
+  if (nl == std::string_view::npos) return std::nullopt;
+  const std::string_view digits = text.substr(0, nl);
+  if (digits.empty() || digits.size() > 12 ||
+      digits.find_first_not_of("0123456789") != std::string_view::npos)
+    return std::nullopt;
+  text.remove_prefix(nl + 1);
+  return std::stoll(std::string(digits));
+}
+
+/// The parent's reading of a whole record; the defect in words when it is not one.
 std::optional<conf::Result> decode_result(std::string_view text, std::string& defect) {
   if (text.empty()) {
     defect = "left no result";
     return std::nullopt;
   }
-  const auto nl1 = text.find('\n');
-  const auto nl2 = nl1 == std::string_view::npos ? nl1 : text.find('\n', nl1 + 1);
-  if (nl2 == std::string_view::npos) {
+  const auto nl = text.find('\n');
+  if (nl == std::string_view::npos) {
     defect = "its result record is cut short";
     return std::nullopt;
   }
-  const auto outcome = outcome_named(text.substr(0, nl1));
+  const auto outcome = outcome_named(text.substr(0, nl));
   if (!outcome) {
     defect = "its result record names no outcome";
     return std::nullopt;
   }
-  const std::string_view ms = text.substr(nl1 + 1, nl2 - nl1 - 1);
-  if (ms.empty() || ms.size() > 12 ||
-      ms.find_first_not_of("0123456789") != std::string_view::npos) {
+  std::string_view rest = text.substr(nl + 1);
+  const auto ms = take_number(rest);
+  if (!ms) {
     defect = "its result record has no time in milliseconds";
+    return std::nullopt;
+  }
+  const auto reason_bytes = take_number(rest);
+  if (!reason_bytes || static_cast<std::size_t>(*reason_bytes) != rest.size()) {
+    defect = "its result record is cut short";
     return std::nullopt;
   }
   conf::Result r;
   r.outcome = *outcome;
-  r.elapsed = std::chrono::duration<double>(std::stod(std::string(ms)) / 1000.0);
+  r.elapsed = std::chrono::duration<double>(static_cast<double>(*ms) / 1000.0);
   // The child's text reaches the terminal: control characters escaped, invalid UTF-8 shown as hex.
-  r.reason = gpuplug::support::escape_text(text.substr(nl2 + 1));
+  r.reason = gpuplug::support::escape_text(rest);
   return r;
 }
 
@@ -111,23 +155,33 @@ int run_one_case(std::string_view name, std::string_view result_pipe,
                  const std::optional<std::string>& plugin_file, const conf::KnownFailures& known,
                  std::span<const conf::Case> cases, const UserCases& user) {
   if (!is_result_pipe(result_pipe))
-    return usage_error("--run-case is internal to --isolate (descriptor 3 is not its result pipe)");
+    return usage_error(
+        "--run-case is internal to isolated runs (descriptor 3 is not its result pipe)");
   const auto it =
       std::find_if(cases.begin(), cases.end(), [&](const conf::Case& c) { return c.name == name; });
   if (it == cases.end())
     return usage_error("--run-case: no case is named '" + std::string(name) + "'");
   conf::Result r;
+  // The target (its registries, the plugin they loaded) outlives the record: what comes after the
+  // record, the plugin's unloading and this process's exit, comes after the case has ended, and
+  // the parent reports a death there as such.
+  conf::Target target;
   try {
-    conf::Target target = plugin_file ? conf::target_for_plugin_file(*plugin_file)
-                                      : conf::target_for_selector(backend.value_or("auto"));
+    target = plugin_file ? conf::target_for_plugin_file(*plugin_file)
+                         : conf::target_for_selector(backend.value_or("auto"));
     if (user.modules) target.user_modules = *user.modules;
     install_crash_note();
+    note_case_running(true);
     r = conf::run_case(*it, target, known);
+    note_case_running(false);
   } catch (const std::exception& e) {
+    note_case_running(false);
     r.outcome = conf::Outcome::failed;
     r.reason = std::string("the backend is unavailable in the child process: ") + e.what();
   }
-  return write_all(child_result_fd, encode_result(r)) ? 0 : exit_failed;
+  const bool sent = write_all(child_result_fd, encode_result(r));
+  ::close(child_result_fd);
+  return sent ? 0 : exit_failed;
 }
 
 namespace {
@@ -173,11 +227,33 @@ conf::Result run_isolated(const conf::Case& c, const conf::Target& target,
   r.elapsed = run.elapsed;
   std::string why;
   std::string defect;
+  const std::optional<conf::Result> decoded =
+      run.result_overflow ? std::nullopt : decode_result(run.result, defect);
+  const bool exited_0 = WIFEXITED(run.wait_status) && WEXITSTATUS(run.wait_status) == 0;
+  const std::string timed_out_words = "timed out after " + std::to_string(timeout_s) + " s (" +
+                                      describe_wait_status(run.wait_status) + ")";
   if (!run.spawn_error.empty()) {
     why = "could not run the case in a child process: " + run.spawn_error;
+  } else if (decoded && (run.timed_out || !exited_0)) {
+    // The whole record came first: the case had ended, and something it left running (a thread,
+    // an unload that waits for one) killed or stalled the process after it. That case's plugin
+    // is broken, so the row fails, saying when it died; the next case is not involved.
+    const std::string after =
+        " after the case '" + std::string(c.name) + "' had ended (a thread it left behind?)";
+    if (run.timed_out) {
+      why = "hung" + after + ": " + timed_out_words;
+      died = Verdict::timed_out;
+    } else if (WIFSIGNALED(run.wait_status)) {
+      why = "crashed" + after + ": " + describe_wait_status(run.wait_status);
+      died = Verdict::crashed;
+    } else {
+      why = "the child " + describe_wait_status(run.wait_status) + after;
+    }
+    why += "; the case itself " + std::string(conf::to_string(decoded->outcome));
+    if (!decoded->reason.empty()) why += ": " + decoded->reason;
+    r.elapsed = decoded->elapsed;
   } else if (run.timed_out) {
-    why = "timed out after " + std::to_string(timeout_s) + " s (" +
-          describe_wait_status(run.wait_status) + ")";
+    why = timed_out_words;
     died = Verdict::timed_out;
   } else if (WIFSIGNALED(run.wait_status)) {
     why = "crashed: " + describe_wait_status(run.wait_status);
@@ -185,8 +261,7 @@ conf::Result run_isolated(const conf::Case& c, const conf::Target& target,
   } else if (run.result_overflow) {
     why = "the child sent a result record over " +
           std::to_string(max_child_result_bytes) + " bytes";
-  } else if (const auto decoded = decode_result(run.result, defect);
-             decoded && WIFEXITED(run.wait_status) && WEXITSTATUS(run.wait_status) == 0) {
+  } else if (decoded) {  // a whole record, and the child exited 0
     r = *decoded;
   } else {
     why = "the child " + describe_wait_status(run.wait_status) +

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The child processes of `gpuplug check`: a case run alone (--isolate, --timeout) and the lints
-// that load the plugin. The parent side starts them and judges what they leave; the child side
-// runs one case or the loaded lints and writes its record to the result pipe.
+// The child processes of `gpuplug check`: a case run alone (the default; not --no-isolate) and the
+// lints that load the plugin. The parent side starts them and judges what they leave; the child
+// side runs one case or the loaded lints and writes its record to the result pipe.
 #pragma once
 
 #include <cases.hpp>
@@ -25,13 +25,18 @@ struct UserCases {
   std::vector<conformance::Case> cases;       // what the files list
 };
 
-/// Makes a crash inside a case finish its row (the signal's number) before the process dies; not
-/// under a sanitizer, whose own report says far more.
+/// Makes a crash finish its row (the signal's number) before the process dies, saying whether it
+/// came from the thread that runs the case, another thread, or while no case was running
+/// (note_case_running); not under a sanitizer, whose own report says far more.
 void install_crash_note();
 
-/// `gpuplug check --run-case NAME ... --result-pipe INODE`: the child of --isolate. Runs exactly
-/// that case and writes its record to descriptor 3, once that is the parent's pipe; its stdout
-/// and stderr are the parent's to collect. Returns the exit status.
+/// Tells the crash note whether a case is running in this process now.
+void note_case_running(bool running);
+
+/// `gpuplug check --run-case NAME ... --result-pipe INODE`: the child of an isolated run. Runs
+/// exactly that case and writes its record to descriptor 3, once that is the parent's pipe, and
+/// closes it, before the plugin is released; its stdout and stderr are the parent's to collect.
+/// Returns the exit status.
 int run_one_case(std::string_view name, std::string_view result_pipe,
                  const std::optional<std::string>& backend,
                  const std::optional<std::string>& plugin_file,
@@ -39,9 +44,10 @@ int run_one_case(std::string_view name, std::string_view result_pipe,
                  const UserCases& user);
 
 /// Runs case `c` in a child and judges it: the child's record when it left one and exited 0,
-/// else a failure naming the crash, the exit or the time limit (a known failure of this plugin
-/// turns that into xfail). `output` gets the child's output tail for a row that did not pass;
-/// `died` is set when the child crashed or timed out.
+/// else a failure naming the crash, the exit or the time limit; one that came after a whole
+/// record says the case had ended (a thread it left behind?) and what the case itself gave (a
+/// known failure of this plugin turns either into xfail). `output` gets the child's output tail
+/// for a row that did not pass; `died` is set when the child crashed or timed out.
 conformance::Result run_isolated(const conformance::Case& c, const conformance::Target& target,
                                  const std::optional<std::string>& plugin_file,
                                  const std::filesystem::path& known_path,

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "check_options.hpp"
 
+#include <cases.hpp>
 #include <gpuplug/support/escape.hpp>
 
 #include "cli.hpp"
@@ -26,10 +27,15 @@ int usage(const std::string& message) { return usage_error("check", message); }
 
 }  // namespace
 
+long default_case_timeout_s() {
+  return conformance::sanitizer_name().empty() ? default_timeout_seconds
+                                               : default_timeout_seconds_sanitized;
+}
+
 void print_check_usage(std::ostream& os) {
   os << "usage: gpuplug check [--backend SEL | --plugin FILE] [--case TEXT]... [--known-failures "
         "FILE]\n"
-        "                     [--isolate] [--timeout SECONDS] [--json FILE] [--junit FILE]\n"
+        "                     [--timeout SECONDS | --no-isolate] [--json FILE] [--junit FILE]\n"
         "                     [--cases LIB.so]... [--modules DIR] [--only-user]\n"
         "       gpuplug check --list | --list-plugins\n"
         "\n"
@@ -44,8 +50,14 @@ void print_check_usage(std::ostream& os) {
         "  abi_answer          asked for 1.0, this host's version and 1.99 it answers a table\n"
         "                      of major 1 and no later minor than asked (ABI-4)\n"
         "A file that is not a well-formed shared object fails every lint and is not loaded;\n"
-        "name and abi_answer load it in a child process (at most --timeout, else 60 s), so a\n"
-        "plugin that crashes or hangs while loading fails them and the run goes on.\n"
+        "name and abi_answer load it in a child process (at most the per-case time limit; 60 s\n"
+        "with --no-isolate), so a plugin that crashes or hangs while loading fails them and the\n"
+        "run goes on.\n"
+        "\n"
+        "Each case runs in a child process of its own: a crash (named by its signal), an exit\n"
+        "or a hang fails that case and the run goes on; the child's output is shown under a\n"
+        "row that did not pass. A child that dies after its case has ended (a thread the case\n"
+        "left behind) fails that case, saying so.\n"
         "\n"
         "  --backend SEL          selector as for the API: auto (default; GPUPLUG_BACKEND "
         "applies),\n"
@@ -55,22 +67,24 @@ void print_check_usage(std::ostream& os) {
         "  --known-failures FILE  known failures (default: "
         "share/gpuplug/conformance/known_failures.txt\n"
         "                         beside the tool, or GPUPLUG_KNOWN_FAILURES)\n"
-        "  --isolate              run each case in a child process of its own: a crash (named by\n"
-        "                         its signal), an exit or a hang fails that case, and the run "
-        "goes\n"
-        "                         on; the child's output is shown under a row that did not pass\n"
-        "  --timeout SECONDS      per case, 1 to 86400 (implies --isolate): a case still running\n"
-        "                         then gets SIGTERM, SIGKILL 2 s later, and fails 'timed out'\n"
-        "                         (without it, --isolate sets no limit)\n"
+        "  --timeout SECONDS      per case, 1 to 86400 (default 60; 600 in a sanitizer build):\n"
+        "                         a case still running then gets SIGTERM, SIGKILL 2 s later,\n"
+        "                         and fails 'timed out'\n"
+        "  --no-isolate           run every case in this process instead: faster, but a crash\n"
+        "                         ends the run and a hang hangs it\n"
+        "  --isolate              the default (deprecated: accepted for this release, does\n"
+        "                         nothing)\n"
         "  --json FILE            also write the run as JSON (share/gpuplug/check.schema.json):\n"
         "                         machine, backend, device identity, versions, every case's\n"
         "                         status, time and message; `gpuplug matrix` merges such files\n"
         "  --junit FILE           also write the run as JUnit XML for CI test reporters\n"
         "  --cases LIB.so         also run the cases a library of your own lists\n"
-        "                         (<gpuplug/conformance.hpp>, GPUPLUG_CONFORMANCE_CASES); repeatable\n"
+        "                         (<gpuplug/conformance.hpp>, GPUPLUG_CONFORMANCE_CASES); "
+        "repeatable\n"
         "  --modules DIR          your cases' kernel modules: DIR/<plugin>/<module>.* (a module\n"
         "                         not found there fails the case; a flat DIR is still read)\n"
-        "  --only-user            run only the --cases cases: not the built-in suite, not the lints\n"
+        "  --only-user            run only the --cases cases: not the built-in suite, not the "
+        "lints\n"
         "  --list                 list the cases (with --cases: yours too) and exit\n"
         "  --list-plugins         list candidate plugins as tab-separated lines and exit\n"
         "\n"
@@ -88,7 +102,9 @@ std::variant<CheckOptions, int> parse_check_options(std::span<const std::string_
   cli.value("--plugin", o.plugin_file, "a file");
   cli.value("--known-failures", o.known_file, "a file");
   cli.values("--case", o.filters, "a text");
-  cli.flag("--isolate", o.isolate);
+  bool isolate_flag = false, no_isolate = false;
+  cli.flag("--isolate", isolate_flag);
+  cli.flag("--no-isolate", no_isolate);
   cli.value("--timeout", timeout, "a number of seconds");
   cli.value("--json", o.json_file, "a file to write");
   cli.value("--junit", o.junit_file, "a file to write");
@@ -110,19 +126,28 @@ std::variant<CheckOptions, int> parse_check_options(std::span<const std::string_
                    support::escape_text(*timeout) + "'");
     }
     o.timeout_s = *t;
-    o.isolate = true;  // a hung case can only be stopped by killing its process
   }
+  // A hung case can only be stopped by killing its process: no time limit in process.
+  if (no_isolate && timeout)
+    return usage(
+        "--timeout and --no-isolate exclude each other: a time limit needs a process per case");
+  if (no_isolate && isolate_flag) return usage("--isolate and --no-isolate exclude each other");
+  o.isolate = !no_isolate;
+  if (o.isolate && o.timeout_s == 0) o.timeout_s = default_case_timeout_s();
   if (o.list_plugins) return o;
   if (o.backend && o.plugin_file) return usage("--backend and --plugin exclude each other");
-  if (o.run_lints_file && (o.run_case_name || o.backend || o.plugin_file || o.isolate ||
-                           !o.filters.empty()))
+  const bool isolation_asked = isolate_flag || no_isolate || timeout;
+  if (o.run_lints_file &&
+      (o.run_case_name || o.backend || o.plugin_file || isolation_asked || !o.filters.empty()))
     return usage("--run-lints (internal) takes no other option but --result-pipe");
   if (o.run_lints_file) return o;
   if (o.only_user && o.case_files.empty())
     return usage("--only-user needs --cases FILE (the cases to run instead of the built-in ones)");
   if (o.run_case_name && !o.list &&
-      (o.isolate || !o.filters.empty() || o.json_file || o.junit_file))
-    return usage("--run-case (internal) takes no --isolate, --timeout, --case, --json or --junit");
+      (isolation_asked || !o.filters.empty() || o.json_file || o.junit_file))
+    return usage(
+        "--run-case (internal) takes no --isolate, --no-isolate, --timeout, --case, --json or "
+        "--junit");
   return o;
 }
 

@@ -12,15 +12,17 @@
 
 namespace gpuplug::tool {
 
-/// What `gpuplug check` was asked to do. The internal modes (run_case, run_lints) are the child
-/// processes of --isolate and of the lints; result_pipe is then run_child's inode number.
+/// What `gpuplug check` was asked to do. Cases run isolated unless --no-isolate, each with
+/// timeout_s (--timeout, else default_case_timeout_s()). The internal modes (run_case, run_lints)
+/// are the child processes of isolation and of the lints; result_pipe is then run_child's inode
+/// number.
 struct CheckOptions {
   std::optional<std::string> backend;         // --backend SEL
   std::optional<std::string> plugin_file;     // --plugin FILE
   std::optional<std::string> known_file;      // --known-failures FILE
   std::vector<std::string> filters;           // --case TEXT...
-  bool isolate = false;                       // --isolate, or implied by --timeout
-  long timeout_s = 0;                         // --timeout SECONDS; 0: no limit
+  bool isolate = true;                        // false: --no-isolate (in process)
+  long timeout_s = 0;                         // per isolated case; 0 only with --no-isolate
   std::optional<std::string> json_file;       // --json FILE
   std::optional<std::string> junit_file;      // --junit FILE
   std::vector<std::string> case_files;        // --cases LIB.so..., in order
@@ -35,6 +37,15 @@ struct CheckOptions {
 
 /// The largest --timeout, in seconds (a day).
 inline constexpr long max_timeout_seconds = 86400;
+/// The per-case limit of an isolated run without --timeout: far above the slowest case (the
+/// lifecycle cycles, about a second on host), short enough that a hang ends a first run soon.
+inline constexpr long default_timeout_seconds = 60;
+/// The same under a sanitizer, where every case runs several times slower.
+inline constexpr long default_timeout_seconds_sanitized = 600;
+
+/// default_timeout_seconds, or default_timeout_seconds_sanitized when this process runs under a
+/// sanitizer.
+long default_case_timeout_s();
 
 /// The options in `args` (what follows "check"), checked for the combinations that make no
 /// sense; or the exit status to return at once: 0 after --help, 2 after a usage error (said on

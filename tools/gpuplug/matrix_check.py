@@ -82,7 +82,10 @@ check(status.get("events_query_before_and_after_completion") == "timed_out",
 check(records["broken"]["summary"] == {"passed": 6, "failed": 2, "skipped": 0},
       f"broken summary: {records['broken']['summary']}")
 check(records["host"]["backend"]["device"]["class"] == "cpu", "host device class is not cpu")
-check(records["host"]["options"] == {"isolate": False, "timeout_s": 0}, "host options")
+# No flag: isolated, with the default per-case limit (60 s; 600 s in a sanitizer build).
+check(records["host"]["options"] in ({"isolate": True, "timeout_s": 60},
+                                     {"isolate": True, "timeout_s": 600}),
+      f"host options: {records['host']['options']}")
 check(all(c["known_failure"] == "" for c in records["host"]["cases"]), "host lists no known failure")
 
 # A known failure: its reason in the record, the case xfail, and <skipped> in JUnit.
@@ -130,8 +133,11 @@ check("<table id=\"matrix\">" in html and "<script>" in html and "CRASH" in html
 check("http://" not in html and "https://" not in html and " src=" not in html,
       "the page reaches the network")
 
-unavailable = run("check", "--backend", "nosuch:0!", "--case", "alloc_copy", "--json", p("gone.json"))
+unavailable = run("check", "--backend", "nosuch:0!", "--case", "alloc_copy", "--no-isolate",
+                  "--json", p("gone.json"))
 check(unavailable.returncode == 3, f"check of an unavailable backend exited {unavailable.returncode}")
+gone_options = json.load(open(p("gone.json")))["options"]
+check(gone_options == {"isolate": False, "timeout_s": 0}, f"--no-isolate options: {gone_options}")
 summary = run("matrix", "--summary", p("host.json"), p("broken.json"), p("gone.json"))
 rows = {l.split()[0]: l for l in summary.stdout.splitlines()[1:] if l.strip()}
 host_col = "host:0@" + records["host"]["machine"]["hostname"]

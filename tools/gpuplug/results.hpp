@@ -17,8 +17,9 @@ namespace gpuplug::tool {
 /// Fields are only ever added within a version, and readers ignore fields they do not know.
 inline constexpr int results_schema = 1;
 
-/// What became of one case. `crashed` and `timed_out` exist only under --isolate, where the
-/// case's process died or was killed; in the text table they are "failed" rows naming why.
+/// What became of one case. `crashed` and `timed_out` exist only in an isolated run (not
+/// --no-isolate), where the case's process died or was killed, during the case or after it had
+/// ended; in the text table they are "failed" rows naming why.
 enum class Verdict { passed, failed, skipped, xfail, xpass, crashed, timed_out };
 
 /// "passed", "failed", "skipped", "xfail", "xpass", "crashed", "timed_out".
@@ -67,7 +68,7 @@ struct RunRecord {
   std::string unavailable_reason;
   DeviceRecord device;
   bool isolated = false;
-  long timeout_s = 0;  // 0: none
+  long timeout_s = 0;  // per case; 0: none (--no-isolate)
   std::vector<CaseRecord> cases;
 
   /// The column of `gpuplug matrix`: "<backend>@<hostname>".

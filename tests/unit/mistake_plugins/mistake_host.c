@@ -13,11 +13,21 @@
  *  MISTAKE_ARGS_NOT_COPIED        a launch on a stream other than 0 is queued with the caller's
  *                                 params pointer and run at the next synchronize.
  *  MISTAKE_EMPTY_GRID             a launch with an empty grid or block succeeds, doing nothing.
+ *  MISTAKE_SYNC_DOES_NOT_WAIT     stream_synchronize returns at once, the stream's work still
+ *                                 queued or running.
+ *  MISTAKE_DETACHED_THREAD        the first create starts a detached worker for its instance;
+ *                                 destroy frees the instance and leaves the worker, which the
+ *                                 plugin's unload wakes to read the freed instance: the process
+ *                                 dies after the case that used the plugin has ended.
  *
  * "At once" goes through the host plugin itself, on a private stream of the instance that
  * nothing else uses, then waits for it: the plugin's own range checks still apply, so a mistake
  * never becomes a wild write. Since host device pointers are host addresses, that is what a
- * careless emulator does. In a folder of its own; tests name it with --plugin. */
+ * careless emulator does. The exceptions crash the process that runs the cases on purpose, as the
+ * mistakes do in a real plugin: MISTAKE_UNCHECKED_POINTER, MISTAKE_ARGS_NOT_COPIED (a launch
+ * reads its caller's stack frame after it returned), MISTAKE_SYNC_DOES_NOT_WAIT (queued work
+ * writes host memory the caller may have freed) and MISTAKE_DETACHED_THREAD. In a folder of its
+ * own; tests name it with --plugin. */
 #include <dlfcn.h>
 #include <gpuplug/abi.h>
 #include <pthread.h>
@@ -40,6 +50,10 @@
 #define MISTAKE_NAME "mistake_empty_grid"
 #elif defined(MISTAKE_UNCHECKED_POINTER)
 #define MISTAKE_NAME "mistake_unchecked_pointer"
+#elif defined(MISTAKE_SYNC_DOES_NOT_WAIT)
+#define MISTAKE_NAME "mistake_sync_does_not_wait"
+#elif defined(MISTAKE_DETACHED_THREAD)
+#define MISTAKE_NAME "mistake_detached_thread"
 #else
 #error "define one MISTAKE_<NAME>"
 #endif
@@ -91,6 +105,65 @@ static int stream_live(gpuplug_instance_t inst, uint64_t stream) {
   return live;
 }
 
+#if defined(MISTAKE_DETACHED_THREAD)
+/* The worker of the first instance, and what it reads: its instance's state, which destroy
+ * frees (here: sets to NULL, so that the read is a certain SIGSEGV, not a use after free that
+ * may pass). It blocks until the plugin unloads, then reads the state; a worker whose instance
+ * is still alive says so and ends. The unload (a library destructor: no __cxa_atexit, so the
+ * static_destructors lint has nothing to see) waits for that, which only a live instance's
+ * worker gives: with its instance destroyed the process dies in the unload, after the case. */
+static pthread_cond_t worker_wake = PTHREAD_COND_INITIALIZER;
+static int worker_started, unloading, worker_done;
+static gpuplug_instance_t worker_instance;
+static int* volatile worker_state;
+static int worker_state_value;
+
+static void* worker_main(void* arg) {
+  (void)arg;
+  pthread_mutex_lock(&lock);
+  while (!unloading) pthread_cond_wait(&worker_wake, &lock);
+  pthread_mutex_unlock(&lock);
+  const int value = *worker_state; /* the instance destroy freed: SIGSEGV */
+  pthread_mutex_lock(&lock);
+  worker_done = 1 + value;
+  pthread_cond_broadcast(&worker_wake);
+  pthread_mutex_unlock(&lock);
+  return NULL;
+}
+
+static void start_worker(gpuplug_instance_t inst) {
+  pthread_mutex_lock(&lock);
+  pthread_t thread;
+  /* Only a worker that exists is waited for at unload; it waits for the lock, held here. */
+  if (!worker_started && pthread_create(&thread, NULL, worker_main, NULL) == 0) {
+    pthread_detach(thread);
+    worker_started = 1;
+    worker_instance = inst;
+    worker_state = &worker_state_value;
+  }
+  pthread_mutex_unlock(&lock);
+}
+
+static void forget_worker_instance(gpuplug_instance_t inst) {
+  pthread_mutex_lock(&lock);
+  if (worker_started && worker_instance == inst) worker_state = NULL; /* the mistake: no stop */
+  pthread_mutex_unlock(&lock);
+}
+
+__attribute__((destructor)) static void stop_worker(void) {
+  pthread_mutex_lock(&lock);
+  if (worker_started) {
+    unloading = 1;
+    pthread_cond_broadcast(&worker_wake);
+    while (!worker_done) pthread_cond_wait(&worker_wake, &lock);
+  }
+  pthread_mutex_unlock(&lock);
+}
+#else
+static void start_worker(gpuplug_instance_t inst) { (void)inst; }
+static void forget_worker_instance(gpuplug_instance_t inst) { (void)inst; }
+#endif
+
 static gpuplug_status_t mistake_create(uint32_t ordinal, const gpuplug_option_t* options,
                                        uint32_t option_count,
                                        const gpuplug_host_services_t* services,
@@ -113,10 +186,12 @@ static gpuplug_status_t mistake_create(uint32_t ordinal, const gpuplug_option_t*
   }
   pthread_mutex_unlock(&lock);
   if (s == NULL) abort(); /* more live instances than this test plugin holds */
+  start_worker(*out);
   return GPUPLUG_STATUS_SUCCESS;
 }
 
 static void mistake_destroy(gpuplug_instance_t inst) {
+  forget_worker_instance(inst);
   pthread_mutex_lock(&lock);
   struct instance_state* s = find_instance(inst);
   if (s != NULL) memset(s, 0, sizeof *s);
@@ -182,6 +257,11 @@ static gpuplug_status_t mistake_stream_destroy(gpuplug_instance_t inst, uint64_t
 }
 
 static gpuplug_status_t mistake_stream_synchronize(gpuplug_instance_t inst, uint64_t stream) {
+#if defined(MISTAKE_SYNC_DOES_NOT_WAIT)
+  /* The mistake: nothing waited for; what the caller reads or frees next may still be in use. */
+  (void)inst, (void)stream;
+  return GPUPLUG_STATUS_SUCCESS;
+#endif
   const gpuplug_status_t queued_st = run_queued(inst);
   const gpuplug_status_t st = real->stream_synchronize(inst, stream);
   return queued_st != GPUPLUG_STATUS_SUCCESS ? queued_st : st;
