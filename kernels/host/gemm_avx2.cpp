@@ -21,6 +21,7 @@ struct MicroAvx2 {
   static constexpr int kMR = 6;
   static constexpr std::uint64_t kNR = 16;
   static constexpr std::uint64_t kKC = 128;
+  static constexpr bool kPack16 = false;
 
   /// Full strips load and store C plainly (vmaskmovps is slow on some CPUs, a store very); the
   /// right edge through masks, which never touch memory past the last column.

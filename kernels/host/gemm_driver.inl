@@ -5,7 +5,8 @@
 // it. No include guard: each includer gets its own copy in an unnamed namespace.
 //
 // The micro-kernel type provides kMR (rows of C it keeps in registers), kNR (columns: 16), kKC
-// (the depth of one packed panel) and
+// (the depth of one packed panel), kPack16 (whether it has pack16(a, lda, kc, ap), a faster
+// packer of 16 full rows when kMR is 16) and
 //   static void run(kc, ap, bp, c, ldc, rows, cols, accumulate)
 // which computes C[rows x cols] (+)= Ap[kc x kMR] x Bp[kc x 16] with Ap packed (k-major, kMR
 // values per k, zero past `rows`), Bp packed (16 values per k, zero past `cols`), C row-major
@@ -83,13 +84,39 @@ GPUPLUG_GEMM_TARGET void run_block(const BlockJob& job) noexcept {
   for (std::uint64_t pc = 0; pc < job.K; pc += kc_max) {
     const std::uint64_t kc = job.K - pc < kc_max ? job.K - pc : kc_max;
     pack_b(job.B + pc * job.N + job.col0, job.N, kc, job.cols, bp);
+    // While this panel computes, the next one's rows of B are fetched into L2 a slice per group
+    // of 16 rows (the next panel of K, or after the last one the first panel of the block to
+    // the right, which this thread most likely claims next): pack_b then finds them there.
+    const bool last = pc + kc >= job.K;
+    const float* next = last ? job.B + job.col0 + job.cols : job.B + (pc + kc) * job.N + job.col0;
+    const std::uint64_t next_cols =
+        last ? (job.N - job.col0 - job.cols < kNTile ? job.N - job.col0 - job.cols : kNTile)
+             : job.cols;
+    const std::uint64_t next_kc = last ? (job.K < kc_max ? job.K : kc_max)
+                                       : (job.K - pc - kc < kc_max ? job.K - pc - kc : kc_max);
+    const std::uint64_t groups = (job.rows + kRows - 1) / kRows;
+    const std::uint64_t slice = (next_kc + groups - 1) / groups;
     for (std::uint64_t r0 = 0; r0 < job.rows; r0 += kRows) {
       const std::uint64_t group = job.rows - r0 < kRows ? job.rows - r0 : kRows;
+      const std::uint64_t k_begin = r0 / kRows * slice;
+      const std::uint64_t k_end = k_begin + slice < next_kc ? k_begin + slice : next_kc;
+      for (std::uint64_t k = k_begin; k < k_end; ++k)
+        for (std::uint64_t x = 0; x < next_cols; x += 16)
+          __builtin_prefetch(next + k * job.N + x, 0, 2);
       for (int p = 0; p < panels; ++p) {
         const std::uint64_t first = static_cast<std::uint64_t>(p) * mr;
         if (first >= group) break;
-        pack_a<mr>(job.A + (job.row0 + r0 + first) * job.K + pc, job.K, group - first, kc,
-                   job.cast_a, ap + p * mr * kc_max);
+        const float* a = job.A + (job.row0 + r0 + first) * job.K + pc;
+        if constexpr (Micro::kPack16) {
+          if (group == 16) {  // a full 16-row panel, the micro-kernel's own packer
+            Micro::pack16(a, job.K, kc, ap);
+            if (job.cast_a)
+              for (std::uint64_t i = 0; i < kc * 16; ++i)
+                ap[i] = gpuplug::host_gemm::round_e4m3(ap[i]);
+            continue;
+          }
+        }
+        pack_a<mr>(a, job.K, group - first, kc, job.cast_a, ap + p * mr * kc_max);
       }
       for (std::uint64_t j = 0; j < job.cols; j += 16) {
         const std::uint64_t cols = job.cols - j < 16 ? job.cols - j : 16;
