@@ -55,10 +55,16 @@ inline float round_e4m3(float x) noexcept {
   const float sub_f = (m + 16384.0f) - 16384.0f;
   std::uint32_t sub;
   __builtin_memcpy(&sub, &sub_f, sizeof sub);
-  std::uint32_t r = mag >= 0x3C800000u ? normal : sub;
-  r = mag >= 0x43E00000u ? 0x43E00000u : r;  // 448 and above, infinity included, saturate
-  r |= sign;
-  r = mag > 0x7F800000u ? 0x7FC00000u : r;  // any NaN decodes to the positive quiet NaN
+  // Selects by masks, not branches, so that the loop vectorizes without masked instructions;
+  // mag < 2^31, so signed compares (AVX2 has no unsigned ones) give the same order.
+  const auto smag = static_cast<std::int32_t>(mag);
+  const auto all = [](bool b) { return 0u - static_cast<std::uint32_t>(b); };
+  const std::uint32_t is_normal = all(smag >= 0x3C800000);
+  const std::uint32_t saturate = all(smag >= 0x43E00000);  // 448 and above, infinity included
+  const std::uint32_t nan = all(smag > 0x7F800000);         // decodes to the positive quiet NaN
+  std::uint32_t r = (normal & is_normal) | (sub & ~is_normal);
+  r = ((0x43E00000u & saturate) | (r & ~saturate)) | sign;
+  r = (0x7FC00000u & nan) | (r & ~nan);
   float out;
   __builtin_memcpy(&out, &r, sizeof out);
   return out;
