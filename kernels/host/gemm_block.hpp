@@ -10,7 +10,7 @@ namespace gpuplug::host_gemm {
 /// Rows of C a block covers (the grid's y tile; the module publishes no `_m_tile`, so callers use
 /// 16) and the columns it covers (published as `<func>_n_tile`).
 inline constexpr std::uint32_t kRows = 16;
-inline constexpr std::uint32_t kNTile = 96;
+inline constexpr std::uint32_t kNTile = 64;
 /// On tall grids one block computes up to kGroup tiles stacked in y (gemm.cpp): BlockJob::rows
 /// is then up to kRows * kGroup.
 inline constexpr std::uint32_t kGroup = 8;

@@ -151,7 +151,7 @@ struct Shape {
 // Edges of the 16 x n_tile block, of the micro-kernels' strips and of the K panels (256), a
 // single element, K = 0 and shapes from the differential cases.
 const Shape kShapes[] = {{1, 1, 1},     {17, 33, 100}, {33, 17, 255},  {100, 255, 33},
-                         {16, 96, 256}, {15, 97, 257}, {64, 64, 513},  {37, 70, 129},
+                         {16, 64, 256}, {15, 65, 257}, {64, 64, 513},  {37, 70, 129},
                          {3, 130, 517}, {5, 7, 0},     {1, 200, 1},    {200, 1, 3}};
 
 }  // namespace
