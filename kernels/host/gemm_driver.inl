@@ -47,7 +47,7 @@ GPUPLUG_GEMM_TARGET inline void pack_b(const float* b, std::uint64_t ldb, std::u
   const std::uint64_t rest = cols - full * 16;
   for (std::uint64_t k = 0; k < kc; ++k) {
     const float* src = b + k * ldb;
-    // The row PFD ahead, each line of it (a hint, never a fault): each row of B is a page of its
+    // The row 16 ahead, each line of it (a hint, never a fault): each row of B is a page of its
     // own once N reaches 1024, where the hardware prefetchers stop.
     const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(src) + 16 * ldb * sizeof(float);
     for (std::uint64_t x = 0; x < cols; x += 16)
