@@ -120,7 +120,7 @@ int run_main(int argc, char** argv) {
 
   const std::string note = "(selector '" + selector.text + "' from " + selector.source + ")";
   try {
-    Pipeline pipeline(gpu, Shape{cl.m, cl.n, cl.k, cl.steps});
+    Pipeline pipeline(gpu, Shape{cl.m, cl.n, cl.k, cl.steps, cl.compare_blas});
     return pipeline.run(note, cl.memory_snapshot.value_or(""));
   } catch (const gpuplug::Error& e) {
     std::fprintf(stderr, "gemm_pipeline: error: %s\n", e.what());

@@ -36,6 +36,7 @@ struct CommandLine {
   std::optional<std::uint64_t> device_memory_limit;  // bytes
   std::optional<std::string> trace_file;             // --trace: the trace layer's output
   std::optional<std::string> memory_snapshot;        // --memory-snapshot FILE
+  bool compare_blas = false;                         // --compare-blas
   bool help = false;
 };
 
@@ -58,6 +59,8 @@ inline constexpr const char* usage_text =
     "  --memory-snapshot FILE     keep the ledger's history (memory_history) and write memory\n"
     "                             snapshots: FILE at exit, FILE's name with .warmup before\n"
     "                             its extension after step 1 (read with 'gpuplug mem')\n"
+    "  --compare-blas             run the same pipeline with OpenBLAS's cblas_sgemm on the CPU\n"
+    "                             after it, and print its GFLOP/s beside gpuplug's\n"
     "  --help                     this text\n"
     "\n"
     "Exit status: 0 success, 1 verification failure (or memory left on the ledger),\n"
@@ -161,6 +164,9 @@ inline CommandLine parse_command_line(int argc, char** argv) {
       std::string_view v = take_value();
       if (v.empty()) throw UsageError("--memory-snapshot: invalid value '' (expected a file)");
       cl.memory_snapshot = std::string(v);
+    } else if (name == "--compare-blas") {
+      if (value) throw UsageError("--compare-blas: takes no value (got '" + std::string(*value) + "')");
+      cl.compare_blas = true;
     } else {
       throw UsageError("unknown option '" + std::string(name) + "'");
     }

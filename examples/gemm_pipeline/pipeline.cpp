@@ -2,6 +2,8 @@
 // The pipeline of gemm_pipeline: setup, the steps and their checks, the summary (pipeline.hpp).
 #include "pipeline.hpp"
 
+#include "openblas.hpp"
+
 #include <unistd.h>
 
 #include <chrono>
@@ -95,6 +97,7 @@ Pipeline::Pipeline(GpuBackend& gpu, const Shape& shape)
       n_(shape.n),
       k_(shape.k),
       steps_(shape.steps),
+      compare_blas_(shape.compare_blas),
       host_(shape.n, shape.k),
       x_(std::size_t{m_} * k_),
       h_(std::size_t{m_} * n_),
@@ -303,6 +306,14 @@ int Pipeline::summarize(const std::string& selector_note, const std::string& cac
   row("GFLOP/s:", format_double("%.2f", gflops) +
                       (steps_ > 1 ? " (steps 2.." + std::to_string(steps_) + ", launch to sync)"
                                   : " (step 1, includes first-use costs)"));
+  if (compare_blas_) {
+    const BlasRun blas = openblas_pipeline(host_, m_, n_, k_, steps_);
+    row("OpenBLAS GFLOP/s:",
+        blas.gflops > 0 ? format_double("%.2f", blas.gflops) + " (the same steps with cblas_sgemm on the CPU, " +
+                              std::to_string(blas.threads) + " threads; gpuplug / OpenBLAS " +
+                              format_double("%.2f", gflops / blas.gflops) + ")"
+                        : "unavailable: " + blas.why);
+  }
   row("step 1 (warm-up):", format_double("%.2f ms", first_seconds_ * 1e3));
   route_row("layer 1 route:", l1_);
   route_row("layer 2 route:", l2_);

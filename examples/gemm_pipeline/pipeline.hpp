@@ -32,6 +32,7 @@ inline constexpr int exit_runtime = 3;  // an error reported by the backend
 /// What a run computes: X is m x k, W1 k x n, W2 n x n, for `steps` steps.
 struct Shape {
   std::uint32_t m = 0, n = 0, k = 0, steps = 0;
+  bool compare_blas = false;  // also time the pipeline with OpenBLAS (openblas.hpp)
 };
 
 /// The kernel layer 2 runs: the A-to-E4M3 GEMM when the backend's gemm module has it and it
@@ -84,6 +85,7 @@ class Pipeline {
   // this model's scratch only, so the pipeline stays correct if the backend serves other models.
   gpuplug::OpCache op_;
   const std::uint32_t m_, n_, k_, steps_;
+  const bool compare_blas_;
   const HostModel host_;
   Weights weights_;
   Route route2_;

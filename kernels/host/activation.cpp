@@ -13,9 +13,20 @@ GPUPLUG_HOST_KERNEL(bias_relu) {
   float* x = ptr<float>(params, 3);
   if (cols == 0) return;
   const Range r = block_range(block, rows * cols);
-  for (std::uint64_t i = r.begin; i < r.end; ++i) {
-    const float v = x[i] + bias[i % cols];
-    x[i] = v > 0.0f ? v : 0.0f;
+  // Row segment by row segment, so that the inner loop runs over contiguous x and bias with no
+  // division per element, and vectorizes.
+  std::uint64_t i = r.begin;
+  std::uint64_t c = i % cols;
+  while (i < r.end) {
+    const std::uint64_t n = cols - c < r.end - i ? cols - c : r.end - i;
+    float* xs = x + i;
+    const float* bs = bias + c;
+    for (std::uint64_t j = 0; j < n; ++j) {
+      const float v = xs[j] + bs[j];
+      xs[j] = v > 0.0f ? v : 0.0f;
+    }
+    i += n;
+    c = 0;
   }
 }
 
