@@ -44,6 +44,18 @@ BOOST_AUTO_TEST_CASE(managed_out_of_memory_gets_the_report_and_the_observer) {
   cases::check_managed_out_of_memory(host());
 }
 
+BOOST_AUTO_TEST_CASE(model_caches_scratch_is_in_the_snapshot_and_the_report) {
+  cases::check_model_cache_scratch(host());
+}
+
+BOOST_AUTO_TEST_CASE(out_of_memory_while_scratch_grows_reports_without_deadlock) {
+  cases::check_out_of_memory_in_scratch(host());
+}
+
+BOOST_AUTO_TEST_CASE(out_of_memory_says_device_and_managed_apart) {
+  cases::check_out_of_memory_kinds(host());
+}
+
 BOOST_AUTO_TEST_CASE(op_scratch_is_reported_per_tag_live_and_retired) {
   test::Host h;
   GpuBackend& gpu = *h.gpu;

@@ -3,11 +3,25 @@
 #pragma once
 
 #include <gpuplug/memory.hpp>
+#include <map>
 #include <ostream>
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace gpuplug::tool {
+
+/// Each site's live bytes by kind, from the snapshot's allocations. A site whose allocations add
+/// up to less than its live bytes (a partial snapshot has none) has the rest counted as device.
+std::map<std::string, MemoryKinds> live_by_site_and_kind(const MemorySnapshot& s);
+
+/// "device", "managed" or "external" when one kind holds it all, "device 1.0 MiB + managed
+/// 512.0 KiB" when several do, "-" when nothing is live.
+std::string kinds_text(const MemoryKinds& k);
+
+/// "3.4 MiB (2.4 MiB device, 1.0 MiB managed": the live total and its kinds, external only when
+/// some is; the caller closes the parenthesis (the summary adds the peak).
+std::string live_text(const MemorySnapshot& s);
 
 /// `gpuplug mem SNAPSHOT.json [--html OUT.html]`, `gpuplug mem diff A.json B.json`. Exit 0;
 /// 2 for a usage error or a file that is not a snapshot (named, with the reason).

@@ -71,6 +71,14 @@ if warm and end:
     sites = {s["site"] for s in warm["sites"]}
     check(any(s.startswith("op scratch (mlp): ") for s in sites),
           f"no per-tag scratch site of the model cache in {sorted(sites)}")
+    # The model cache's scratch is in op_scratch too, each tag naming its cache and matching the
+    # ledger's site "<cache>: <tag>".
+    scratch = {f"{m['cache']}: {m['tag']}": m["live_bytes"] for m in warm["op_scratch"]}
+    check(scratch and all(c.startswith("op scratch (mlp): ") for c in scratch),
+          f"op_scratch does not hold the model cache's tags: {warm['op_scratch']}")
+    live = {s["site"]: s["live_bytes"] for s in warm["sites"]}
+    check(all(live.get(site) == bytes_ for site, bytes_ in scratch.items()),
+          f"op_scratch {scratch} does not match the ledger's scratch sites {live}")
     allocs = sum(e["action"] == "alloc" for e in end["history"]["events"])
     frees = sum(e["action"] == "free" for e in end["history"]["events"])
     check(allocs == frees == end["totals"]["total_allocs"],
@@ -80,10 +88,15 @@ if warm and end:
 # The summary: totals, every site with its peak, the history kept.
 r = run(tool, "mem", p("run.warmup.json"))
 check(r.returncode == 0, f"mem: exit {r.returncode}: {r.stderr}")
-check(re.search(r"^host:0: \d+ live allocations, .* \(peak .*\); \d+ allocs, \d+ frees", r.stdout,
-                re.M) is not None, f"mem: no totals line:\n{r.stdout}")
-check(re.search(r"^site +live +count +peak$", r.stdout, re.M) is not None, "mem: no site table")
-check("op scratch (mlp): " in r.stdout, "mem: the scratch sites are missing")
+check(re.search(r"^host:0: \d+ live allocations, \S+ \S+ \(\S+ \S+ device, \S+ \S+ managed; "
+                r"peak .*\); \d+ allocs, \d+ frees", r.stdout, re.M) is not None,
+      f"mem: no totals line with device and managed apart:\n{r.stdout}")
+check(re.search(r"^site +live +count +peak +kind$", r.stdout, re.M) is not None,
+      "mem: no site table")
+check(re.search(r"^op scratch \(mlp\): x +\S+ \S+ +1 +\S+ \S+ +device$", r.stdout, re.M),
+      f"mem: the scratch sites are missing, or their kind:\n{r.stdout}")
+check(re.search(r"^  op scratch \(mlp\): x  \S+ \S+ live", r.stdout, re.M),
+      f"mem: the model cache's scratch is not listed per tag:\n{r.stdout}")
 check(re.search(r"^history: \d+ events kept of \d+ \(memory_history=4096\)$", r.stdout, re.M)
       is not None, f"mem: no history line:\n{r.stdout}")
 
