@@ -186,8 +186,8 @@ std::string out_of_memory_report(GpuBackend& gpu, std::size_t bytes, const char*
       const MemorySnapshot s = gpu.memory_snapshot();
       // Apart by kind: device_memory_limit counts device memory only, so a total with managed
       // memory in it would seem to pass the limit.
-      out += "; " + short_bytes(s.totals.live_bytes) + " live (" + kinds_text(live_by_kind(s)) +
-             ")";
+      out +=
+          "; " + short_bytes(s.totals.live_bytes) + " live (" + kinds_text(live_by_kind(s)) + ")";
       // Sites come largest first; one with nothing live (only a peak) is not listed.
       if (!s.sites.empty() && s.sites.front().live_bytes != 0) {
         out += ": ";

@@ -205,8 +205,9 @@ inline void check_out_of_memory_report(const MakeBackend& make) {
     BOOST_TEST((e.status() == Status::out_of_memory));
     BOOST_TEST(contains(m, "out of memory allocating 512.0 KiB at grow_cache"), m);
     // The live and the retired buffer share their site.
-    BOOST_TEST(contains(m, "956.0 KiB live (956.0 KiB device, 0 B managed): 556.0 KiB op scratch: "
-                           "act, 400.0 KiB load_weights"),
+    BOOST_TEST(contains(m,
+                        "956.0 KiB live (956.0 KiB device, 0 B managed): 556.0 KiB op scratch: "
+                        "act, 400.0 KiB load_weights"),
                m);
     BOOST_TEST(contains(m, "device_memory_limit 1.0 MiB of device memory"), m);
     BOOST_TEST(contains(m, "op scratch held: 300.0 KiB live, 256.0 KiB retired"), m);
@@ -347,9 +348,10 @@ inline void check_model_cache_scratch(const MakeBackend& make) {
     BOOST_FAIL("alloc past device_memory_limit succeeded");
   } catch (const Error& e) {
     const std::string m = e.what();
-    BOOST_TEST(contains(m, "op scratch held: 564.0 KiB live, 100.0 KiB retired (OpCache::release "
-                           "frees both): 300.0 KiB op scratch (model A), 300.0 KiB op scratch "
-                           "(model B), 64.0 KiB op scratch"),
+    BOOST_TEST(contains(m,
+                        "op scratch held: 564.0 KiB live, 100.0 KiB retired (OpCache::release "
+                        "frees both): 300.0 KiB op scratch (model A), 300.0 KiB op scratch "
+                        "(model B), 64.0 KiB op scratch"),
                m);
   }
 
@@ -408,8 +410,9 @@ inline void check_out_of_memory_kinds(const MakeBackend& make) {
     BOOST_FAIL("alloc past device_memory_limit succeeded");
   } catch (const Error& e) {
     const std::string m = e.what();
-    BOOST_TEST(contains(m, "1.9 MiB live (896.0 KiB device, 1.1 MiB managed): 1.0 MiB spill "
-                           "(managed), 768.0 KiB weights, 192.0 KiB kv (64.0 KiB managed)"),
+    BOOST_TEST(contains(m,
+                        "1.9 MiB live (896.0 KiB device, 1.1 MiB managed): 1.0 MiB spill "
+                        "(managed), 768.0 KiB weights, 192.0 KiB kv (64.0 KiB managed)"),
                m);
     BOOST_TEST(contains(m, "device_memory_limit 1.0 MiB of device memory"), m);
   }

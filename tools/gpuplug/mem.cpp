@@ -76,9 +76,9 @@ std::map<std::string, MemoryKinds> live_by_site_and_kind(const MemorySnapshot& s
   std::map<std::string, MemoryKinds> out;
   for (const LiveAllocation& a : s.allocations) {
     MemoryKinds& k = out[a.site];
-    (a.kind == AllocKind::managed ? k.managed : a.kind == AllocKind::external ? k.external
-                                                                              : k.device) +=
-        a.bytes;
+    (a.kind == AllocKind::managed    ? k.managed
+     : a.kind == AllocKind::external ? k.external
+                                     : k.device) += a.bytes;
   }
   for (const SiteMemory& m : s.sites) {
     MemoryKinds& k = out[m.site];
@@ -105,8 +105,8 @@ std::string kinds_text(const MemoryKinds& k) {
 
 std::string live_text(const MemorySnapshot& s) {
   const MemoryKinds k = live_by_kind(s);
-  std::string out = short_bytes(s.totals.live_bytes) + " (" + short_bytes(k.device) +
-                    " device, " + short_bytes(k.managed) + " managed";
+  std::string out = short_bytes(s.totals.live_bytes) + " (" + short_bytes(k.device) + " device, " +
+                    short_bytes(k.managed) + " managed";
   if (k.external != 0) out += ", " + short_bytes(k.external) + " external";
   return out;
 }
@@ -114,9 +114,9 @@ std::string live_text(const MemorySnapshot& s) {
 void print_mem_summary(const MemorySnapshot& s, std::ostream& os) {
   const LedgerStats& t = s.totals;
   os << support::escape_text(s.backend) << ": " << t.live_count
-     << (t.live_count == 1 ? " live allocation, " : " live allocations, ")
-     << live_text(s) << "; peak " << short_bytes(t.peak_bytes) << "); " << t.total_allocs
-     << " allocs, " << t.total_frees << " frees";
+     << (t.live_count == 1 ? " live allocation, " : " live allocations, ") << live_text(s)
+     << "; peak " << short_bytes(t.peak_bytes) << "); " << t.total_allocs << " allocs, "
+     << t.total_frees << " frees";
   // The limit counts device memory only: said, since the total above has every kind in it.
   if (s.device_memory_limit)
     os << "; device_memory_limit " << short_bytes(*s.device_memory_limit) << " of device memory";
@@ -131,13 +131,12 @@ void print_mem_summary(const MemorySnapshot& s, std::ostream& os) {
     width = std::min<std::size_t>(width, 60);
     const std::map<std::string, MemoryKinds> kinds = live_by_site_and_kind(s);
     os << "\n"
-       << padded("site", width) << "  " << padded("live", 10) << "  " << padded("count", 7)
-       << "  " << padded("peak", 10) << "  kind\n";
+       << padded("site", width) << "  " << padded("live", 10) << "  " << padded("count", 7) << "  "
+       << padded("peak", 10) << "  kind\n";
     for (const SiteMemory& m : s.sites) {
       os << padded(site_text(m.site), width) << "  " << padded(short_bytes(m.live_bytes), 10)
          << "  " << padded(std::to_string(m.live_count), 7) << "  "
-         << padded(short_bytes(m.peak_bytes), 10) << "  " << kinds_text(kinds.at(m.site))
-         << "\n";
+         << padded(short_bytes(m.peak_bytes), 10) << "  " << kinds_text(kinds.at(m.site)) << "\n";
     }
   }
   if (!s.op_scratch.empty()) {
@@ -198,8 +197,7 @@ void print_mem_diff(const MemorySnapshot& a, const MemorySnapshot& b, std::ostre
      << short_bytes(kb.managed);
   if (ka.external != 0 || kb.external != 0)
     os << ", external " << short_bytes(ka.external) << " -> " << short_bytes(kb.external);
-  os << "), allocations " << a.totals.live_count << " -> "
-     << b.totals.live_count << "\n";
+  os << "), allocations " << a.totals.live_count << " -> " << b.totals.live_count << "\n";
   if (!a.complete || !b.complete)
     os << "partial: a snapshot without per-site totals; only the totals compare\n";
   if (changed.empty()) {

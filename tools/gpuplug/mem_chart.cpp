@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The chart of `gpuplug mem --html`: live bytes per call site and kind, reconstructed over the
 // history's window and drawn on a time axis, as inline SVG (no script, nothing fetched).
+#include "mem_chart.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -11,7 +13,6 @@
 
 #include "gpuplug/support/text.hpp"
 #include "mem.hpp"
-#include "mem_chart.hpp"
 #include "results.hpp"  // xml_text
 
 namespace gpuplug::tool {
@@ -96,8 +97,8 @@ Timeline timeline(const MemorySnapshot& s) {
   t.total.assign(states, 0);
   for (const auto& row : t.live)
     for (std::size_t c = 0; c < states; ++c) t.total[c] += row[c];
-  t.peak_state = static_cast<std::size_t>(
-      std::max_element(t.total.begin(), t.total.end()) - t.total.begin());
+  t.peak_state =
+      static_cast<std::size_t>(std::max_element(t.total.begin(), t.total.end()) - t.total.begin());
   return t;
 }
 
@@ -133,7 +134,8 @@ std::string time_label(double ns, const TimeTicks& t) {
   char buf[32];
   const double v = ns / t.unit_ns;
   // As many decimals as the step needs (steps are 1, 2 or 5 times a power of ten).
-  const int decimals = std::clamp(static_cast<int>(-std::floor(std::log10(t.step_ns / t.unit_ns) + 1e-9)), 0, 6);
+  const int decimals =
+      std::clamp(static_cast<int>(-std::floor(std::log10(t.step_ns / t.unit_ns) + 1e-9)), 0, 6);
   std::snprintf(buf, sizeof buf, "%.*f %s", decimals, v, t.unit);
   return buf;
 }
@@ -194,8 +196,8 @@ std::vector<ChartBand> write_mem_chart(const MemorySnapshot& s, std::ostream& os
     std::string d;
     for (std::size_t c = 0; c < states; ++c) {
       const std::string yv = fixed(y(base[c] + t.live[b][c]));
-      d += (c == 0 ? "M" : "L") + fixed(xs[c]) + " " + yv + " L" + fixed(xs[c + 1]) + " " + yv +
-           " ";
+      d +=
+          (c == 0 ? "M" : "L") + fixed(xs[c]) + " " + yv + " L" + fixed(xs[c + 1]) + " " + yv + " ";
     }
     for (std::size_t c = states; c-- > 0;) {
       const std::string yb = fixed(y(base[c]));
@@ -204,22 +206,22 @@ std::vector<ChartBand> write_mem_chart(const MemorySnapshot& s, std::ostream& os
     d += "Z";
     const ChartBand& band = t.bands[b];
     const std::string label = xml_text(band.site.empty() ? "<no site>" : band.site);
-    os << "<path class=\"band\" data-site=\"" << label << "\" data-kind=\""
-       << kind_name(band.kind) << "\" fill=\"" << band.colour << "\" d=\"" << d << "\"><title>"
-       << label << " (" << kind_name(band.kind) << ")</title></path>\n";
+    os << "<path class=\"band\" data-site=\"" << label << "\" data-kind=\"" << kind_name(band.kind)
+       << "\" fill=\"" << band.colour << "\" d=\"" << d << "\"><title>" << label << " ("
+       << kind_name(band.kind) << ")</title></path>\n";
     // Managed and external memory is hatched: the limit does not count it.
-    if (band.kind != AllocKind::device) os << "<path class=\"hatch\" fill=\"url(#hatch)\" d=\"" << d << "\"/>\n";
+    if (band.kind != AllocKind::device)
+      os << "<path class=\"hatch\" fill=\"url(#hatch)\" d=\"" << d << "\"/>\n";
     for (std::size_t c = 0; c < states; ++c) base[c] += t.live[b][c];
   }
 
   // The byte scale (left margin) and the baseline.
-  os << "<line x1=\"" << left << "\" y1=\"" << y0 << "\" x2=\"" << left + plot_w << "\" y2=\""
-     << y0 << "\" stroke=\"#444\"/>\n";
+  os << "<line x1=\"" << left << "\" y1=\"" << y0 << "\" x2=\"" << left + plot_w << "\" y2=\"" << y0
+     << "\" stroke=\"#444\"/>\n";
   for (const std::uint64_t v : {top_bytes, top_bytes / 2}) {
-    os << "<line x1=\"" << left - 4 << "\" y1=\"" << fixed(y(v)) << "\" x2=\"" << left
-       << "\" y2=\"" << fixed(y(v)) << "\" stroke=\"#444\"/>\n<text class=\"scale\" x=\""
-       << left - 6 << "\" y=\"" << fixed(y(v) + 4) << "\" text-anchor=\"end\">" << short_bytes(v)
-       << "</text>\n";
+    os << "<line x1=\"" << left - 4 << "\" y1=\"" << fixed(y(v)) << "\" x2=\"" << left << "\" y2=\""
+       << fixed(y(v)) << "\" stroke=\"#444\"/>\n<text class=\"scale\" x=\"" << left - 6 << "\" y=\""
+       << fixed(y(v) + 4) << "\" text-anchor=\"end\">" << short_bytes(v) << "</text>\n";
   }
   os << "<text class=\"scale\" x=\"" << left - 6 << "\" y=\"" << y0
      << "\" text-anchor=\"end\">0</text>\n";
@@ -259,10 +261,10 @@ std::vector<ChartBand> write_mem_chart(const MemorySnapshot& s, std::ostream& os
   const bool after = px + 4 + text_w <= left + plot_w;
   os << "<line id=\"peak\" x1=\"" << fixed(px) << "\" y1=\"" << top - 8 << "\" x2=\"" << fixed(px)
      << "\" y2=\"" << y0 << "\" stroke=\"#c00\" stroke-dasharray=\"4 3\"/>\n"
-     << "<text id=\"peak-label\" x=\""
-     << fixed(after ? px + 4 : std::max(left, px - 4)) << "\" y=\"" << top - 12
-     << "\" text-anchor=\"" << (after || px - 4 - text_w < left ? "start" : "end")
-     << "\" fill=\"#c00\">" << peak_text << "</text>\n";
+     << "<text id=\"peak-label\" x=\"" << fixed(after ? px + 4 : std::max(left, px - 4))
+     << "\" y=\"" << top - 12 << "\" text-anchor=\""
+     << (after || px - 4 - text_w < left ? "start" : "end") << "\" fill=\"#c00\">" << peak_text
+     << "</text>\n";
   os << "</svg>\n";
   return t.bands;
 }

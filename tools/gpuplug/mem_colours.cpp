@@ -22,7 +22,9 @@ struct Lab {
 using Rgb = std::array<double, 3>;  // linear sRGB, 0..1 when in gamut
 
 double to_linear(double c) { return c <= 0.04045 ? c / 12.92 : std::pow((c + 0.055) / 1.055, 2.4); }
-double to_gamma(double c) { return c <= 0.0031308 ? 12.92 * c : 1.055 * std::pow(c, 1 / 2.4) - 0.055; }
+double to_gamma(double c) {
+  return c <= 0.0031308 ? 12.92 * c : 1.055 * std::pow(c, 1 / 2.4) - 0.055;
+}
 
 Lab oklab(const Rgb& c) {
   const double l = std::cbrt(0.4122214708 * c[0] + 0.5363325363 * c[1] + 0.0514459929 * c[2]);
@@ -74,9 +76,7 @@ Lab oklab_of_hex(const std::string& hex) {
   return oklab(c);
 }
 
-double distance(const Lab& x, const Lab& y) {
-  return std::hypot(x.l - y.l, x.a - y.a, x.b - y.b);
-}
+double distance(const Lab& x, const Lab& y) { return std::hypot(x.l - y.l, x.a - y.a, x.b - y.b); }
 
 // Okabe and Ito's qualitative palette: told apart with every common colour-vision deficiency.
 constexpr const char* okabe_ito[] = {"#0072B2", "#E69F00", "#009E73", "#CC79A7",
@@ -112,7 +112,8 @@ std::vector<std::string> band_colours(std::size_t n) {
       if (chosen.count(c) != 0) continue;
       const Lab lab = oklab_of_hex(c);
       bool far = true;
-      for (std::size_t i = labs.size() > compared ? labs.size() - compared : 0; i < labs.size(); ++i)
+      for (std::size_t i = labs.size() > compared ? labs.size() - compared : 0; i < labs.size();
+           ++i)
         far = far && distance(lab, labs[i]) >= threshold;
       if (!far) continue;
       out.push_back(c);

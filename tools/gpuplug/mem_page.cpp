@@ -74,7 +74,7 @@ void write_mem_page(const MemorySnapshot& s, std::string_view source, std::ostre
     for (const SiteMemory& m : s.sites)
       if (m.site == b.site) peak = m.peak_bytes;
     const auto k = kinds.find(b.site);
-    const std::uint64_t live = k == kinds.end()                  ? 0
+    const std::uint64_t live = k == kinds.end()                ? 0
                                : b.kind == AllocKind::managed  ? k->second.managed
                                : b.kind == AllocKind::external ? k->second.external
                                                                : k->second.device;
@@ -100,8 +100,8 @@ void write_mem_page(const MemorySnapshot& s, std::string_view source, std::ostre
         "<th>kind</th><th>site</th><th>sequence</th></tr>\n";
   for (const LiveAllocation& a : s.allocations) {
     os << "<tr><td><code>" << hex(a.ptr.value) << "</code></td><td class=\"n\">" << a.bytes
-       << "</td><td>" << kind_name(a.kind) << "</td><td>"
-       << xml_text(site_label(a.site)) << "</td><td class=\"n\">" << a.sequence << "</td></tr>\n";
+       << "</td><td>" << kind_name(a.kind) << "</td><td>" << xml_text(site_label(a.site))
+       << "</td><td class=\"n\">" << a.sequence << "</td></tr>\n";
   }
   os << "</table>\n<p><small>Written by <code>gpuplug mem</code>; snapshot schema " << s.schema
      << ".</small></p>\n</body></html>\n";

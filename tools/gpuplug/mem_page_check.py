@@ -70,8 +70,8 @@ def check_page(name, snapshot_file, want_bands, limit):
     svg = re.search(r'<svg id="timeline".*?</svg>', dom, re.S)
     check(svg is not None, f"{name}: the rendered page has no timeline SVG")
     svg = svg.group(0) if svg else ""
-    bands = re.findall(r'<path class="band" data-site="([^"]*)" data-kind="([a-z]+)" '
-                       r'fill="(#[0-9A-F]{6})" d="M([^"]+)"', svg)
+    bands = re.findall(r'<path class="band" data-site="([^"]*)"(?: data-kind="([a-z]+)")? '
+                       r'fill="(#[0-9A-Fa-f]{6})" d="M([^"]+)"', svg)
     got = {(unescape(s), k) for s, k, _, _ in bands}
     check(got == want_bands and len(bands) == len(want_bands),
           f"{name}: bands {sorted(got)}, not one per site and kind {sorted(want_bands)}")
@@ -82,7 +82,8 @@ def check_page(name, snapshot_file, want_bands, limit):
     closest = min((math.dist(oklab(a), oklab(b)), a, b)
                   for i, a in enumerate(fills) for b in fills[i + 1:]) if len(fills) > 1 else None
     check(closest is None or closest[0] >= 0.05,
-          f"{name}: colours {closest and closest[1:]} are too alike (OKLab {closest and closest[0]:.3f})")
+          f"{name}: colours {closest[1:] if closest else ''} are too alike (OKLab distance "
+          f"{closest[0] if closest else 0:.3f})")
     ticks = re.findall(r'<text class="tick"[^>]*>([^<]*)</text>', svg)
     check(len(ticks) >= 3 and all(re.fullmatch(r"\d+(\.\d+)? (ns|µs|ms|s)", t) for t in ticks),
           f"{name}: no time axis with units: {ticks}")
