@@ -3,8 +3,10 @@
 """CTest driver: mem_check.py <gpuplug> <gemm_pipeline> <memory.schema.json>
 
 `gemm_pipeline --memory-snapshot` on host writes two snapshots (after warm-up and at exit) that
-validate against the installed schema; `gpuplug mem` prints their summary (sites, peaks, OpCache
-scratch per tag, the history), their diff (the model's buffers gone at exit) and their page; bad
+validate against the installed schema, with the model cache's scratch in op_scratch; `gpuplug
+mem` prints their summary (sites, peaks and kinds, OpCache scratch per cache and tag, the
+history), their diff (the model's buffers gone at exit) and their page, and says device and
+managed memory apart (a made-up snapshot with both, in the totals, the sites and the diff); bad
 input (a missing file, bad JSON, another schema, a field of the wrong type, usage errors) exits
 2 naming the file and the reason. python3-jsonschema is required (scripts/lib/common.sh installs
 it): without it this fails.
@@ -100,6 +102,37 @@ check(re.search(r"^  op scratch \(mlp\): x  \S+ \S+ live", r.stdout, re.M),
 check(re.search(r"^history: \d+ events kept of \d+ \(memory_history=4096\)$", r.stdout, re.M)
       is not None, f"mem: no history line:\n{r.stdout}")
 
+# Device and managed memory apart: a snapshot with both (the limit counts device memory only).
+kib = 1024
+mixed = {"schema": 1, "backend": "host:0", "complete": True, "device_memory_limit": 3 * kib * kib,
+         "device": None,
+         "totals": {"live_bytes": 3584 * kib, "live_count": 3, "peak_bytes": 3584 * kib,
+                    "live_managed_bytes": 1536 * kib, "total_allocs": 3, "total_frees": 0},
+         "sites": [{"site": "weights", "live_bytes": 2048 * kib, "live_count": 1,
+                    "peak_bytes": 2048 * kib},
+                   {"site": "kv", "live_bytes": 1536 * kib, "live_count": 2,
+                    "peak_bytes": 1536 * kib}],
+         "allocations": [
+             {"ptr": "0x1000", "bytes": 2048 * kib, "kind": "device", "site": "weights",
+              "sequence": 1, "time_ns": None},
+             {"ptr": "0x2000", "bytes": 512 * kib, "kind": "managed", "site": "kv", "sequence": 2,
+              "time_ns": None},
+             {"ptr": "0x3000", "bytes": 1024 * kib, "kind": "managed", "site": "kv",
+              "sequence": 3, "time_ns": None}],
+         "history": {"capacity": 0, "dropped": 0, "events": []}, "op_scratch": []}
+json.dump(mixed, open(p("mixed.json"), "w"))
+r = run(tool, "mem", p("mixed.json"))
+check(r.returncode == 0, f"mem mixed: exit {r.returncode}: {r.stderr}")
+check("3 live allocations, 3.5 MiB (2.0 MiB device, 1.5 MiB managed; peak 3.5 MiB)" in r.stdout
+      and "device_memory_limit 3.0 MiB of device memory" in r.stdout,
+      f"mem: device and managed are not apart in the totals:\n{r.stdout}")
+check(re.search(r"^kv +1\.5 MiB +2 +1\.5 MiB +managed$", r.stdout, re.M) and
+      re.search(r"^weights +2\.0 MiB +1 +2\.0 MiB +device$", r.stdout, re.M),
+      f"mem: the sites' kinds are missing:\n{r.stdout}")
+r = run(tool, "mem", "diff", p("mixed.json"), p("run.json"))
+check("device 2.0 MiB -> 0 B, managed 1.5 MiB -> 0 B" in r.stdout,
+      f"mem diff: device and managed are not apart:\n{r.stdout}")
+
 # The diff: every site the model held is gone at exit.
 r = run(tool, "mem", "diff", p("run.warmup.json"), p("run.json"))
 check(r.returncode == 0, f"mem diff: exit {r.returncode}: {r.stderr}")
@@ -146,4 +179,5 @@ for args, want in [
 if failures:
     print("FAIL:\n  " + "\n  ".join(failures))
     sys.exit(1)
-print(f"ok: gemm_pipeline snapshots validate; gpuplug mem summary, diff, page and 8 bad inputs")
+print(f"ok: gemm_pipeline snapshots validate; gpuplug mem summary, diff, page, kinds apart and 8 "
+      f"bad inputs")
