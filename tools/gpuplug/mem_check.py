@@ -151,6 +151,9 @@ bands = page.count('<path class="band"')
 check(warm is not None and bands == len([s for s in warm["sites"] if s["peak_bytes"]]),
       f"mem --html: {bands} bands for the snapshot's sites")
 check('id="peak"' in page and 'id="allocations"' in page, "mem --html: no peak or no table")
+scratch_table = re.search(r'<table id="scratch">.*?</table>', page, re.S)
+check(scratch_table is not None and "<td>op scratch (mlp)</td><td>x</td>" in scratch_table.group(0),
+      "mem --html: the model cache's scratch is not in the page's scratch table")
 check(not re.search(r"(src|href)=\"https?:", page), "mem --html: the page fetches something")
 
 # Bad input: exit 2, naming the file and the reason.
