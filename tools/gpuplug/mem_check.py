@@ -133,6 +133,21 @@ r = run(tool, "mem", "diff", p("mixed.json"), p("run.json"))
 check("device 2.0 MiB -> 0 B, managed 1.5 MiB -> 0 B" in r.stdout,
       f"mem diff: device and managed are not apart:\n{r.stdout}")
 
+# Many sites, a colour each (tool.mem.page checks how far apart they look, in a browser).
+many = json.loads(json.dumps(mixed))
+many["allocations"] = [{"ptr": hex(0x1000 * (i + 1)), "bytes": kib, "kind": "device",
+                        "site": f"layer {i}", "sequence": i + 1, "time_ns": None}
+                       for i in range(40)]
+many["sites"] = [{"site": f"layer {i}", "live_bytes": kib, "live_count": 1, "peak_bytes": kib}
+                 for i in range(40)]
+many["totals"].update(live_bytes=40 * kib, live_count=40, live_managed_bytes=0)
+json.dump(many, open(p("many.json"), "w"))
+r = run(tool, "mem", p("many.json"), "--html", p("many.html"))
+fills = re.findall(r'<path class="band"[^>]* fill="(#[0-9A-F]{6})"',
+                   open(p("many.html")).read() if r.returncode == 0 else "")
+check(len(fills) == 40 and len(set(fills)) == 40,
+      f"mem --html: {len(set(fills))} colours for {len(fills)} bands of 40 sites")
+
 # The diff: every site the model held is gone at exit.
 r = run(tool, "mem", "diff", p("run.warmup.json"), p("run.json"))
 check(r.returncode == 0, f"mem diff: exit {r.returncode}: {r.stderr}")
