@@ -179,8 +179,11 @@ std::vector<ChartBand> write_mem_chart(const MemorySnapshot& s, std::ostream& os
   const auto x_of_time = [&](double ns) { return left + plot_w * (ns - t0) / (t1 - t0); };
   std::vector<double> xs(states + 1);
   xs[0] = left;
-  for (std::size_t i = 1; i < states; ++i)
-    xs[i] = x_of_time(static_cast<double>(s.history[i - 1].time_ns));
+  // Kept in order and in the plot: a file edited by hand may have its times out of order.
+  for (std::size_t i = 1; i < states; ++i) {
+    xs[i] = std::clamp(x_of_time(static_cast<double>(s.history[i - 1].time_ns)), xs[i - 1],
+                       left + plot_w);
+  }
   xs[states] = left + plot_w;
 
   os << "<svg id=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width
