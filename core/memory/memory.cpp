@@ -8,7 +8,9 @@
 #include <gpuplug/memory.hpp>
 #include <gpuplug/support/failures.hpp>
 #include <gpuplug/support/text.hpp>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace gpuplug {
 
@@ -33,7 +35,7 @@ MemorySnapshot GpuBackend::memory_snapshot() {
   } catch (const Error&) {
     s.device.reset();  // unknown: the snapshot says so (null) rather than failing
   }
-  s.op_scratch = op_cache_.scratch_memory();
+  s.op_scratch = op_cache_.all_scratch_memory();  // the model caches' scratch too
   return s;
 }
 
@@ -60,6 +62,17 @@ std::uint64_t GpuBackend::begin_memory_scope() {
 MemoryScopeResult GpuBackend::end_memory_scope(std::uint64_t) {
   throw Error(Status::unsupported, std::string(name()), "end_memory_scope",
               "not supported by the " + std::string(plugin_name()) + " backend");
+}
+
+MemoryKinds live_by_kind(const MemorySnapshot& s) noexcept {
+  MemoryKinds k;
+  for (const LiveAllocation& a : s.allocations)
+    if (a.kind == AllocKind::external) k.external += a.bytes;
+  k.managed = s.totals.live_managed_bytes;
+  // Clamped: a snapshot read from a file edited by hand must not wrap around.
+  const std::uint64_t not_device = k.managed + k.external;
+  k.device = s.totals.live_bytes - std::min(s.totals.live_bytes, not_device);
+  return k;
 }
 
 // ---- scopes -------------------------------------------------------------------------------------
@@ -99,9 +112,67 @@ void GpuBackend::set_out_of_memory_observer(OutOfMemoryObserver observer) {
 
 namespace {
 
-/// The out-of-memory report: "out of memory allocating <bytes> at <site>: <reason>; <live> live:
-/// <the 3 largest sites>; device_memory_limit ...; device <free> free of <total>; op scratch
-/// held: ...". Never throws (without memory for the report it returns `reason`).
+/// "2.0 MiB device, 1.0 MiB managed", and external memory when there is some.
+std::string kinds_text(const MemoryKinds& k) {
+  std::string out = short_bytes(k.device) + " device, " + short_bytes(k.managed) + " managed";
+  if (k.external != 0) out += ", " + short_bytes(k.external) + " external";
+  return out;
+}
+
+/// "400.0 KiB load_weights", "1.0 MiB spill (managed)", "1.5 MiB spill (1.0 MiB managed)": what
+/// of a site's live bytes is not device memory is said.
+std::string site_text(const MemorySnapshot& s, const SiteMemory& site) {
+  std::uint64_t managed = 0;
+  std::uint64_t external = 0;
+  for (const LiveAllocation& a : s.allocations) {
+    if (a.site != site.site) continue;
+    if (a.kind == AllocKind::managed) managed += a.bytes;
+    if (a.kind == AllocKind::external) external += a.bytes;
+  }
+  std::string out = short_bytes(site.live_bytes) + " " +
+                    (site.site.empty() ? std::string("<no site>") : site.site);
+  const auto part = [&](std::uint64_t bytes, const char* kind) -> std::string {
+    if (bytes == 0) return {};
+    return bytes == site.live_bytes ? std::string(kind) : short_bytes(bytes) + " " + kind;
+  };
+  std::string parts = part(managed, "managed");
+  if (const std::string e = part(external, "external"); !e.empty())
+    parts += (parts.empty() ? "" : ", ") + e;
+  if (!parts.empty()) out += " (" + parts + ")";
+  return out;
+}
+
+/// "op scratch held: <live> live, <retired> retired (OpCache::release frees both)", then, when
+/// more than the backend's own cache holds some, what each cache holds.
+std::string scratch_text(const std::vector<ScratchMemory>& scratch) {
+  std::uint64_t live = 0;
+  std::uint64_t retired = 0;
+  std::vector<std::pair<std::string, std::uint64_t>> by_cache;  // in the order first seen
+  for (const ScratchMemory& m : scratch) {
+    live += m.live_bytes;
+    retired += m.retired_bytes;
+    auto it = std::find_if(by_cache.begin(), by_cache.end(),
+                           [&](const auto& c) { return c.first == m.cache; });
+    if (it == by_cache.end()) it = by_cache.insert(by_cache.end(), {m.cache, 0});
+    it->second += m.live_bytes + m.retired_bytes;
+  }
+  std::string out = "op scratch held: " + short_bytes(live) + " live, " + short_bytes(retired) +
+                    " retired (OpCache::release frees both)";
+  if (by_cache.size() > 1 || (by_cache.size() == 1 && by_cache.front().first != "op scratch")) {
+    std::stable_sort(by_cache.begin(), by_cache.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+    out += ": ";
+    for (std::size_t i = 0; i < by_cache.size(); ++i)
+      out += (i == 0 ? "" : ", ") + short_bytes(by_cache[i].second) + " " + by_cache[i].first;
+  }
+  return out;
+}
+
+/// The out-of-memory report: "out of memory allocating <bytes> at <site>: <reason>; <live> live
+/// (<device> device, <managed> managed): <the 3 largest sites>; device_memory_limit ... of
+/// device memory; device <free> free of <total>; op scratch held: ..." (every OpCache of the
+/// backend, the model caches' included). Never throws (without memory for the report it returns
+/// `reason`).
 std::string out_of_memory_report(GpuBackend& gpu, std::size_t bytes, const char* site,
                                  const std::string& reason, std::string_view operation) noexcept {
   try {
@@ -113,7 +184,10 @@ std::string out_of_memory_report(GpuBackend& gpu, std::size_t bytes, const char*
     // what it can.
     try {
       const MemorySnapshot s = gpu.memory_snapshot();
-      out += "; " + short_bytes(s.totals.live_bytes) + " live";
+      // Apart by kind: device_memory_limit counts device memory only, so a total with managed
+      // memory in it would seem to pass the limit.
+      out +=
+          "; " + short_bytes(s.totals.live_bytes) + " live (" + kinds_text(live_by_kind(s)) + ")";
       // Sites come largest first; one with nothing live (only a peak) is not listed.
       if (!s.sites.empty() && s.sites.front().live_bytes != 0) {
         out += ": ";
@@ -122,25 +196,17 @@ std::string out_of_memory_report(GpuBackend& gpu, std::size_t bytes, const char*
         for (std::size_t i = 0; i < shown; ++i) {
           if (s.sites[i].live_bytes == 0) break;
           if (i != 0) out += ", ";
-          out += short_bytes(s.sites[i].live_bytes) + " " +
-                 (s.sites[i].site.empty() ? std::string("<no site>") : s.sites[i].site);
+          out += site_text(s, s.sites[i]);
           rest -= std::min(rest, s.sites[i].live_bytes);
         }
         if (rest != 0 && s.sites.size() > shown) out += ", " + short_bytes(rest) + " elsewhere";
       }
       if (s.device_memory_limit)
-        out += "; device_memory_limit " + short_bytes(*s.device_memory_limit);
+        out += "; device_memory_limit " + short_bytes(*s.device_memory_limit) + " of device memory";
       if (s.device)
         out += "; device " + short_bytes(s.device->free_bytes) + " free of " +
                short_bytes(s.device->total_bytes);
-      std::uint64_t live = 0;
-      std::uint64_t retired = 0;
-      for (const ScratchMemory& m : s.op_scratch) {
-        live += m.live_bytes;
-        retired += m.retired_bytes;
-      }
-      out += "; op scratch held: " + short_bytes(live) + " live, " + short_bytes(retired) +
-             " retired (OpCache::release frees both)";
+      out += "; " + scratch_text(s.op_scratch);
       if (!s.complete) out += " (" + s.partial_reason + ")";
     } catch (...) {
       out += "; (the ledger could not be read: " + support::describe_current_exception() + ")";

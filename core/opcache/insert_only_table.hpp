@@ -109,6 +109,17 @@ class alignas(64) InsertOnlyTable {
     }
   }
 
+  /// Lock-free, as a lookup is (invariants 2 and 4): calls f(entry) for every entry published
+  /// before the current array was loaded; entries inserted meanwhile may be missed. Needs only
+  /// that no `clear` runs concurrently.
+  template <class F>
+  void for_each_published(F&& f) const {
+    const Slots* t = current_.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i <= t->mask; ++i) {
+      if (const Entry* e = t->slots()[i].load(std::memory_order_acquire)) f(*e);
+    }
+  }
+
   /// Exclusive use: deletes every entry and every retired array; keeps the current array, empty.
   void clear() noexcept {
     drop_retired();

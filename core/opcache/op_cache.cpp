@@ -74,7 +74,9 @@ OpCache::Impl::Use::Use(Impl& s, const GpuBackend* bound, const GpuBackend& gpu,
   s_ = &s;
 }
 
-OpCache::OpCache() : impl_(std::make_unique<Impl>()), kernels_(impl_->kernels.get()) {}
+OpCache::OpCache() : impl_(std::make_unique<Impl>()), kernels_(impl_->kernels.get()) {
+  kernels_->owner = impl_.get();  // no other thread knows the memo yet
+}
 
 OpCache::OpCache(GpuBackend& gpu, std::string_view name) : OpCache() {
   OpCache& shared = gpu.op_cache();
@@ -91,15 +93,27 @@ OpCache::OpCache(GpuBackend& gpu, std::string_view name) : OpCache() {
   kernels_ = s.kernels.get();
   // Last, and nothing after throws: the destructor (which runs if this body throws, the object
   // being constructed by the delegated constructor) undoes the count only when `model` is set.
+  std::lock_guard lock(kernels_->caches_mutex);  // can throw: before `model` is set
+  kernels_->models.reserve(kernels_->models.size() + 1);
   s.model = true;
   kernels_->model_caches.fetch_add(1, std::memory_order_relaxed);
+  kernels_->models.push_back(&s);  // the memory views see this model's scratch from now on
 }
 
 OpCache::~OpCache() {
   // A model cache stops sharing the memo. Scratch it still holds cannot be freed here (the
   // backend may be gone: it is never touched), so it is said at once, naming the cache and the
   // bytes, rather than only by the backend's sweep much later.
-  if (impl_->model) kernels_->model_caches.fetch_sub(1, std::memory_order_relaxed);
+  {
+    // Out of the memory views first: nothing may read this cache once it goes.
+    std::lock_guard lock(kernels_->caches_mutex);
+    if (impl_->model) {
+      kernels_->model_caches.fetch_sub(1, std::memory_order_relaxed);
+      std::erase(kernels_->models, impl_.get());
+    } else if (kernels_->owner == impl_.get()) {
+      kernels_->owner = nullptr;
+    }
+  }
   try {
     if (const auto [buffers, bytes] = impl_->scratch_held(); buffers != 0) {
       log(LogLevel::warning, "opcache",
@@ -361,8 +375,11 @@ void OpCache::release(GpuBackend& gpu) {
 
   // Forget everything, failed frees included: a second release must not free twice, and a
   // buffer whose free failed is the ledger's to report.
-  s.drop_retired_scratch();
-  s.scratch.clear();
+  {
+    std::lock_guard lock(kernels_->caches_mutex);  // the memory views may be reading the table
+    s.drop_retired_scratch();
+    s.scratch.clear();
+  }
   if (!s.model) {
     // The memo is this cache's own and no model cache shares it (checked above).
     kernels_->kernels.clear();  // handles may point into modules about to be unloaded

@@ -125,7 +125,12 @@ DevicePtr OpCache::Impl::scratch_miss(GpuBackend& gpu, std::string_view tag, std
     s.scratch.insert(fresh.release());
   } else {
     // The old buffer stays valid for whoever holds it; release() frees it.
-    s.retired_scratch.push_back({entry, entry->live()});
+    const ScratchRecord old = entry->live();
+    s.retired_scratch.push_back({entry, old});
+    entry->retired_bytes.store(entry->retired_bytes.load(std::memory_order_relaxed) + old.bytes,
+                               std::memory_order_relaxed);
+    entry->retired_count.store(entry->retired_count.load(std::memory_order_relaxed) + 1,
+                               std::memory_order_relaxed);
     entry->replace(ptr, bytes);
   }
   return ptr;
@@ -186,29 +191,48 @@ DevicePtr OpCache::alloc_with_fallback(GpuBackend& gpu, std::size_t bytes, const
 
 std::size_t OpCache::scratch_count() const noexcept { return impl_->scratch.size(); }
 
-std::vector<ScratchMemory> OpCache::scratch_memory() const {
-  const Impl& s = *impl_;
-  std::lock_guard lock(s.scratch_mutex);
-  std::vector<ScratchMemory> out;
-  out.reserve(s.scratch.size());
-  s.scratch.for_each([&](const ScratchEntry& e) {
-    out.push_back({s.label_text, std::string(e.tag.view()), e.live().bytes, 0, 0});
+void OpCache::Impl::scratch_into(std::vector<ScratchMemory>& out) const {
+  // Lock-free reads, as a hit's (for_each_published): the entries stay alive while the caller
+  // holds caches_mutex, since release empties the table only under it. A tag growing meanwhile
+  // is seen before or after its growth, each counter on its own: a report, not a ledger.
+  scratch.for_each_published([&](const ScratchEntry& e) {
+    out.push_back({label_text, std::string(e.tag.view()), e.bytes.load(std::memory_order_acquire),
+                   e.retired_bytes.load(std::memory_order_relaxed),
+                   e.retired_count.load(std::memory_order_relaxed)});
   });
-  for (const RetiredScratch& r : s.retired_scratch) {
-    // Every retired buffer's entry is still in the table (entries are never removed but by
-    // release, which empties both).
-    for (ScratchMemory& m : out) {
-      if (m.tag == r.entry->tag.view()) {
-        m.retired_bytes += r.record.bytes;
-        m.retired_count += 1;
-        break;
-      }
-    }
-  }
+}
+
+namespace {
+
+void sort_most_held_first(std::vector<ScratchMemory>& out) {
   std::sort(out.begin(), out.end(), [](const ScratchMemory& a, const ScratchMemory& b) {
     const auto held = [](const ScratchMemory& m) { return m.live_bytes + m.retired_bytes; };
-    return held(a) != held(b) ? held(a) > held(b) : a.tag < b.tag;
+    if (held(a) != held(b)) return held(a) > held(b);
+    return a.cache != b.cache ? a.cache < b.cache : a.tag < b.tag;
   });
+}
+
+}  // namespace
+
+std::vector<ScratchMemory> OpCache::scratch_memory() const {
+  std::vector<ScratchMemory> out;
+  {
+    std::lock_guard lock(kernels_->caches_mutex);
+    impl_->scratch_into(out);
+  }
+  sort_most_held_first(out);
+  return out;
+}
+
+std::vector<ScratchMemory> OpCache::all_scratch_memory() const {
+  std::vector<ScratchMemory> out;
+  {
+    Kernels& k = *kernels_;
+    std::lock_guard lock(k.caches_mutex);
+    if (k.owner != nullptr) k.owner->scratch_into(out);  // null once it went (models outlive it)
+    for (const Impl* m : k.models) m->scratch_into(out);
+  }
+  sort_most_held_first(out);
   return out;
 }
 

@@ -90,6 +90,10 @@ struct ScratchEntry {
   mutable std::atomic<std::uint64_t> ptr{0};    // the live buffer's DevicePtr value
   mutable std::atomic<std::uint64_t> bytes{0};  // its size
   StoredKey tag;
+  // The buffers this tag outgrew (in Impl::retired_scratch) and their bytes: written under the
+  // scratch mutex, read without it by the memory views (never by a hit, hence after the tag).
+  mutable std::atomic<std::uint64_t> retired_bytes{0};
+  mutable std::atomic<std::uint64_t> retired_count{0};
 
   /// Lock-free: the live buffer when it has at least `want` bytes and no writer interfered.
   std::optional<DevicePtr> fits(std::size_t want) const noexcept {
@@ -162,6 +166,16 @@ struct OpCache::Kernels {
   // exist.
   std::atomic<std::size_t> model_caches{0};
 
+  // Every cache that reads this memo, for the memory views (snapshots, out-of-memory reports):
+  // the owner (the backend's own cache) and the live model caches, in order of construction.
+  // `caches_mutex` guards both lists and is also held by each of those caches' `release` while
+  // it empties its scratch table, so a reader holding it may walk any of them without their
+  // own locks. It is a leaf lock: nothing else is taken under it (the readers are lock-free),
+  // so an out-of-memory report made while a scratch mutex is held cannot deadlock on it.
+  std::mutex caches_mutex;
+  const Impl* owner = nullptr;
+  std::vector<const Impl*> models;
+
   const RecordEntry* find_record(KernelHandle h) const noexcept {
     return records.find(detail::hash_u64(h.value),
                         [&](const RecordEntry& e) { return e.handle == h.value; });
@@ -231,6 +245,11 @@ struct OpCache::Impl {
 
   /// The scratch buffers held (live and retired) and their bytes: what release would free.
   std::pair<std::size_t, std::uint64_t> scratch_held() const;
+
+  /// Appends what each scratch tag holds, live and retired, without the scratch mutex (so an
+  /// out-of-memory report made inside scratch's own miss can say it). Needs `caches_mutex` of
+  /// the memo or exclusive use (release empties the table under that mutex).
+  void scratch_into(std::vector<ScratchMemory>& out) const;
 
   /// One call of kernel, scratch or alloc_with_fallback on a checked cache (`bound` has the
   /// low bit set), counted in in_use for its duration; nothing on an unchecked cache. Throws

@@ -62,7 +62,9 @@ struct MemoryEvent {
 };
 
 /// What one OpCache scratch tag holds: its live buffer, and the buffers it outgrew, which stay
-/// allocated until OpCache::release. Its ledger site is "op scratch: <tag>".
+/// allocated until OpCache::release. Its ledger site is "<cache>: <tag>": "op scratch: act" for
+/// the backend's own cache, "op scratch (model A): act" for the model cache OpCache(gpu,
+/// "model A").
 struct ScratchMemory {
   std::string cache;  // the cache's label: "op scratch", "op scratch (model A)"
   std::string tag;
@@ -87,8 +89,20 @@ struct MemorySnapshot {
   std::uint64_t history_capacity = 0;       // 0: memory_history is off
   std::uint64_t history_dropped = 0;        // events the ring overwrote
   std::vector<MemoryEvent> history;         // oldest first
-  std::vector<ScratchMemory> op_scratch;    // the backend's OpCache
+  std::vector<ScratchMemory> op_scratch;    // the backend's OpCache and its model caches
 };
+
+/// Live bytes apart by kind. Only `device` counts against device_memory_limit.
+struct MemoryKinds {
+  std::uint64_t device = 0;
+  std::uint64_t managed = 0;
+  std::uint64_t external = 0;  // imported (GpuBackend::import_memory): gpuplug never frees it
+};
+
+/// The snapshot's live bytes by kind: managed from its totals, external from its allocations,
+/// device the rest (so the three add up to totals.live_bytes). A partial snapshot has no
+/// allocations: its external memory, if any, is counted as device.
+MemoryKinds live_by_kind(const MemorySnapshot& snapshot) noexcept;
 
 /// The snapshot as JSON (schema `memory_snapshot_schema`); strings are escaped to valid UTF-8.
 std::string to_json(const MemorySnapshot& snapshot);

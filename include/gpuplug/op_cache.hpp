@@ -128,9 +128,15 @@ class OpCache final : public ModelResource<GpuBackend> {
   /// cache's scratch tags (for operator<< and tests).
   std::size_t kernel_count() const noexcept;
   std::size_t scratch_count() const noexcept;
-  /// What each scratch tag holds, live and retired, most first (for memory snapshots and
-  /// out-of-memory reports). Thread-safe with scratch(); not with release().
+  /// What each scratch tag of this cache holds, live and retired, most first. Thread-safe with
+  /// every member, release() of this or another cache of the backend included; takes no lock a
+  /// scratch miss holds, so an out-of-memory report made inside one may call it.
   std::vector<ScratchMemory> scratch_memory() const;
+  /// The same for every cache that shares this cache's kernel memo: on a backend, its own cache
+  /// and each live model cache (OpCache(gpu, name)), most held first, each row naming its cache
+  /// ("op scratch", "op scratch (model A)"). GpuBackend::memory_snapshot and the out-of-memory
+  /// report use it, so a model's scratch is seen there. Thread-safe as scratch_memory().
+  std::vector<ScratchMemory> all_scratch_memory() const;
 
   /// True for a model cache (made by OpCache(gpu, name)).
   bool is_model_cache() const noexcept;

@@ -205,8 +205,11 @@ inline void check_out_of_memory_report(const MakeBackend& make) {
     BOOST_TEST((e.status() == Status::out_of_memory));
     BOOST_TEST(contains(m, "out of memory allocating 512.0 KiB at grow_cache"), m);
     // The live and the retired buffer share their site.
-    BOOST_TEST(contains(m, "956.0 KiB live: 556.0 KiB op scratch: act, 400.0 KiB load_weights"), m);
-    BOOST_TEST(contains(m, "device_memory_limit 1.0 MiB"), m);
+    BOOST_TEST(contains(m,
+                        "956.0 KiB live (956.0 KiB device, 0 B managed): 556.0 KiB op scratch: "
+                        "act, 400.0 KiB load_weights"),
+               m);
+    BOOST_TEST(contains(m, "device_memory_limit 1.0 MiB of device memory"), m);
     BOOST_TEST(contains(m, "op scratch held: 300.0 KiB live, 256.0 KiB retired"), m);
   }
   gpu->op_cache().release(*gpu);
@@ -302,6 +305,118 @@ inline void check_managed_out_of_memory(const MakeBackend& make) {
     BOOST_TEST(contains(e.what(), "op scratch held: "), e.what());
   }
   BOOST_TEST(gpu->live_bytes() == 0u);
+}
+
+inline const ScratchMemory* scratch_named(const MemorySnapshot& s, std::string_view cache,
+                                          std::string_view tag) {
+  for (const ScratchMemory& m : s.op_scratch)
+    if (m.cache == cache && m.tag == tag) return &m;
+  return nullptr;
+}
+
+/// Two models on one backend, each with its model cache (OpCache(gpu, name), the README's
+/// pattern): the snapshot's op_scratch has every cache's tags beside the backend's own, each
+/// naming its cache, and the out-of-memory report counts them; a released or destroyed model
+/// cache leaves the views.
+inline void check_model_cache_scratch(const MakeBackend& make) {
+  const auto gpu = make({{"device_memory_limit", "1M"}});
+  gpu->op_cache().scratch(*gpu, "act", 64 << 10);
+  auto a = std::make_unique<OpCache>(*gpu, "model A");
+  auto b = std::make_unique<OpCache>(*gpu, "model B");
+  a->scratch(*gpu, "act", 100 << 10);
+  a->scratch(*gpu, "act", 200 << 10);  // retires the 100 KiB buffer
+  b->scratch(*gpu, "logits", 300 << 10);
+  MemorySnapshot s = gpu->memory_snapshot();
+  BOOST_TEST_REQUIRE(s.op_scratch.size() == 3u);
+  const ScratchMemory* a_act = scratch_named(s, "op scratch (model A)", "act");
+  BOOST_TEST_REQUIRE(a_act != nullptr);
+  BOOST_TEST(a_act->live_bytes == 200u << 10);
+  BOOST_TEST(a_act->retired_bytes == 100u << 10);
+  BOOST_TEST(a_act->retired_count == 1u);
+  BOOST_TEST_REQUIRE(scratch_named(s, "op scratch (model B)", "logits") != nullptr);
+  BOOST_TEST_REQUIRE(scratch_named(s, "op scratch", "act") != nullptr);
+  BOOST_TEST(s.op_scratch.front().cache == "op scratch (model A)");  // most held first
+  // The ledger's site of a scratch buffer is "<cache>: <tag>", the row's cache and tag.
+  BOOST_TEST(site_named(s, "op scratch (model A): act")->live_bytes == 300u << 10);
+  // The JSON says the same.
+  const MemorySnapshot back = parse_memory_snapshot(to_json(s), "round trip");
+  BOOST_TEST(back.op_scratch.size() == 3u);
+  BOOST_TEST(scratch_named(back, "op scratch (model B)", "logits") != nullptr);
+
+  try {
+    gpu->alloc(512 << 10, "grow_cache");
+    BOOST_FAIL("alloc past device_memory_limit succeeded");
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    BOOST_TEST(contains(m,
+                        "op scratch held: 564.0 KiB live, 100.0 KiB retired (OpCache::release "
+                        "frees both): 300.0 KiB op scratch (model A), 300.0 KiB op scratch "
+                        "(model B), 64.0 KiB op scratch"),
+               m);
+  }
+
+  a->release(*gpu);
+  s = gpu->memory_snapshot();
+  BOOST_TEST(scratch_named(s, "op scratch (model A)", "act") == nullptr);
+  BOOST_TEST(s.op_scratch.size() == 2u);
+  a.reset();
+  b->release(*gpu);
+  BOOST_TEST(gpu->memory_snapshot().op_scratch.size() == 1u);  // the backend's own
+  b.reset();
+  gpu->op_cache().release(*gpu);
+  BOOST_TEST(gpu->memory_snapshot().op_scratch.empty());
+}
+
+/// Running out of memory while a scratch buffer grows (inside the cache's own miss) reports,
+/// rather than waiting on the cache it is reporting on: for the backend's cache and for a model
+/// cache, each report naming the scratch already held.
+inline void check_out_of_memory_in_scratch(const MakeBackend& make) {
+  const auto gpu = make({{"device_memory_limit", "1M"}});
+  auto model = std::make_unique<OpCache>(*gpu, "model A");
+  model->scratch(*gpu, "act", 256 << 10);
+  gpu->op_cache().scratch(*gpu, "kv", 128 << 10);
+  for (OpCache* cache : {&gpu->op_cache(), model.get()}) {
+    try {
+      cache->scratch(*gpu, "act", 2 << 20);
+      BOOST_FAIL("scratch past device_memory_limit succeeded");
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      BOOST_TEST((e.status() == Status::out_of_memory));
+      BOOST_TEST(contains(m, "at " + std::string(cache->label()) + ": act"), m);
+      BOOST_TEST(contains(m, "op scratch held: 384.0 KiB live, 0 B retired"), m);
+      BOOST_TEST(contains(m, "256.0 KiB op scratch (model A), 128.0 KiB op scratch"), m);
+    }
+  }
+  model->release(*gpu);
+  model.reset();
+  gpu->op_cache().release(*gpu);
+}
+
+/// Device and managed memory apart: device_memory_limit counts device memory only, so the report
+/// says how much of what is live is which, and which sites hold managed memory.
+inline void check_out_of_memory_kinds(const MakeBackend& make) {
+  const auto gpu = make({{"device_memory_limit", "1M"}});
+  const DevicePtr w = gpu->alloc(768 << 10, "weights");
+  const DevicePtr spill = gpu->alloc_managed(1 << 20, "spill");
+  const DevicePtr mixed_d = gpu->alloc(128 << 10, "kv");
+  const DevicePtr mixed_m = gpu->alloc_managed(64 << 10, "kv");
+  const MemorySnapshot s = gpu->memory_snapshot();
+  const MemoryKinds k = live_by_kind(s);
+  BOOST_TEST(k.device == 896u << 10);
+  BOOST_TEST(k.managed == 1088u << 10);
+  BOOST_TEST(k.external == 0u);
+  try {
+    gpu->alloc(512 << 10, "grow_cache");
+    BOOST_FAIL("alloc past device_memory_limit succeeded");
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    BOOST_TEST(contains(m,
+                        "1.9 MiB live (896.0 KiB device, 1.1 MiB managed): 1.0 MiB spill "
+                        "(managed), 768.0 KiB weights, 192.0 KiB kv (64.0 KiB managed)"),
+               m);
+    BOOST_TEST(contains(m, "device_memory_limit 1.0 MiB of device memory"), m);
+  }
+  for (const DevicePtr p : {w, spill, mixed_d, mixed_m}) gpu->free(p);
 }
 
 }  // namespace gpuplug::test::memory_cases

@@ -2,7 +2,11 @@
 // Memory you can see on the host plugin (issue 18): snapshots, history, scopes, the
 // out-of-memory report and observer; the same cases run on the HIP and CUDA fakes.
 #define BOOST_TEST_MODULE memory
+#include <atomic>
 #include <boost/test/unit_test.hpp>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "host_backend.hpp"
 #include "memory_cases.hpp"
@@ -42,6 +46,53 @@ BOOST_AUTO_TEST_CASE(out_of_memory_observer_may_retry_decline_or_throw) {
 
 BOOST_AUTO_TEST_CASE(managed_out_of_memory_gets_the_report_and_the_observer) {
   cases::check_managed_out_of_memory(host());
+}
+
+BOOST_AUTO_TEST_CASE(model_caches_scratch_is_in_the_snapshot_and_the_report) {
+  cases::check_model_cache_scratch(host());
+}
+
+BOOST_AUTO_TEST_CASE(out_of_memory_while_scratch_grows_reports_without_deadlock) {
+  cases::check_out_of_memory_in_scratch(host());
+}
+
+BOOST_AUTO_TEST_CASE(out_of_memory_says_device_and_managed_apart) {
+  cases::check_out_of_memory_kinds(host());
+}
+
+// Models come and go (made, grown, released, destroyed) on threads of their own while another
+// thread takes snapshots: every snapshot lists only caches that are alive, with whole rows (run
+// under ASan and TSan, this is the check that the views never read a cache that is going).
+BOOST_AUTO_TEST_CASE(snapshots_while_model_caches_come_and_go) {
+  test::Host h;
+  GpuBackend& gpu = *h.gpu;
+  std::atomic<bool> done{false};
+  std::atomic<int> bad_rows{0};
+  std::thread snapper([&] {
+    while (!done.load()) {
+      for (const ScratchMemory& m : gpu.memory_snapshot().op_scratch) {
+        const bool known = m.cache.starts_with("op scratch (model ") && m.tag == "act";
+        if (!known || m.live_bytes == 0 || m.retired_count > 1) bad_rows.fetch_add(1);
+      }
+    }
+  });
+  std::vector<std::thread> models;
+  for (int t = 0; t < 3; ++t) {
+    models.emplace_back([&, t] {
+      for (int i = 0; i < 100; ++i) {
+        OpCache model(gpu, "model " + std::to_string(t));
+        model.scratch(gpu, "act", 256);
+        model.scratch(gpu, "act", 512);  // retires the first buffer
+        model.release(gpu);
+      }
+    });
+  }
+  for (std::thread& m : models) m.join();
+  done.store(true);
+  snapper.join();
+  BOOST_TEST(bad_rows.load() == 0);
+  BOOST_TEST(gpu.memory_snapshot().op_scratch.empty());
+  BOOST_TEST(gpu.live_bytes() == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(op_scratch_is_reported_per_tag_live_and_retired) {

@@ -34,11 +34,12 @@ void print_usage(std::ostream& os) {
         "\n"
         "A snapshot is GpuBackend::memory_snapshot() as JSON (gpuplug::to_json; schema in\n"
         "share/gpuplug/memory.schema.json), e.g. from `gemm_pipeline --memory-snapshot FILE`.\n"
-        "  SNAPSHOT.json      totals, then every call site by live bytes with its peak and count,\n"
-        "                     the OpCache scratch per tag, and the history kept\n"
+        "  SNAPSHOT.json      totals (device and managed apart), then every call site by live\n"
+        "                     bytes with its peak, count and kind, the OpCache scratch per cache\n"
+        "                     and tag (the model caches' too), and the history kept\n"
         "  --html OUT.html    also writes one self-contained page: a stacked timeline of live\n"
-        "                     bytes per site over the history (option memory_history=N), the\n"
-        "                     peak marked, and the live allocations\n"
+        "                     bytes per site over time (option memory_history=N), the peak and\n"
+        "                     device_memory_limit marked, and the live allocations\n"
         "  diff A.json B.json which sites grew or shrank from A to B (leak hunting)\n"
         "Exit status: 0; 2 for a usage error or a file that is not a snapshot.\n";
 }
@@ -71,13 +72,54 @@ MemorySnapshot read_snapshot(const std::string& file) {
 
 }  // namespace
 
+std::map<std::string, MemoryKinds> live_by_site_and_kind(const MemorySnapshot& s) {
+  std::map<std::string, MemoryKinds> out;
+  for (const LiveAllocation& a : s.allocations) {
+    MemoryKinds& k = out[a.site];
+    (a.kind == AllocKind::managed    ? k.managed
+     : a.kind == AllocKind::external ? k.external
+                                     : k.device) += a.bytes;
+  }
+  for (const SiteMemory& m : s.sites) {
+    MemoryKinds& k = out[m.site];
+    const std::uint64_t known = k.device + k.managed + k.external;
+    if (known < m.live_bytes) k.device += m.live_bytes - known;
+  }
+  return out;
+}
+
+std::string kinds_text(const MemoryKinds& k) {
+  const std::pair<const char*, std::uint64_t> parts[] = {
+      {"device", k.device}, {"managed", k.managed}, {"external", k.external}};
+  std::string out;
+  int held = 0;
+  for (const auto& [kind, bytes] : parts) held += bytes != 0 ? 1 : 0;
+  for (const auto& [kind, bytes] : parts) {
+    if (bytes == 0) continue;
+    if (!out.empty()) out += " + ";
+    out += kind;
+    if (held > 1) out += " " + short_bytes(bytes);
+  }
+  return out.empty() ? "-" : out;
+}
+
+std::string live_text(const MemorySnapshot& s) {
+  const MemoryKinds k = live_by_kind(s);
+  std::string out = short_bytes(s.totals.live_bytes) + " (" + short_bytes(k.device) + " device, " +
+                    short_bytes(k.managed) + " managed";
+  if (k.external != 0) out += ", " + short_bytes(k.external) + " external";
+  return out;
+}
+
 void print_mem_summary(const MemorySnapshot& s, std::ostream& os) {
   const LedgerStats& t = s.totals;
   os << support::escape_text(s.backend) << ": " << t.live_count
-     << (t.live_count == 1 ? " live allocation, " : " live allocations, ")
-     << short_bytes(t.live_bytes) << " (peak " << short_bytes(t.peak_bytes) << "); "
-     << t.total_allocs << " allocs, " << t.total_frees << " frees";
-  if (s.device_memory_limit) os << "; device_memory_limit " << short_bytes(*s.device_memory_limit);
+     << (t.live_count == 1 ? " live allocation, " : " live allocations, ") << live_text(s)
+     << "; peak " << short_bytes(t.peak_bytes) << "); " << t.total_allocs << " allocs, "
+     << t.total_frees << " frees";
+  // The limit counts device memory only: said, since the total above has every kind in it.
+  if (s.device_memory_limit)
+    os << "; device_memory_limit " << short_bytes(*s.device_memory_limit) << " of device memory";
   if (s.device)
     os << "; device " << short_bytes(s.device->free_bytes) << " free of "
        << short_bytes(s.device->total_bytes);
@@ -87,13 +129,14 @@ void print_mem_summary(const MemorySnapshot& s, std::ostream& os) {
     std::size_t width = 4;
     for (const SiteMemory& m : s.sites) width = std::max(width, site_text(m.site).size());
     width = std::min<std::size_t>(width, 60);
+    const std::map<std::string, MemoryKinds> kinds = live_by_site_and_kind(s);
     os << "\n"
-       << padded("site", width) << "  " << padded("live", 10) << "  " << padded("count", 7)
-       << "  peak\n";
+       << padded("site", width) << "  " << padded("live", 10) << "  " << padded("count", 7) << "  "
+       << padded("peak", 10) << "  kind\n";
     for (const SiteMemory& m : s.sites) {
       os << padded(site_text(m.site), width) << "  " << padded(short_bytes(m.live_bytes), 10)
-         << "  " << padded(std::to_string(m.live_count), 7) << "  " << short_bytes(m.peak_bytes)
-         << "\n";
+         << "  " << padded(std::to_string(m.live_count), 7) << "  "
+         << padded(short_bytes(m.peak_bytes), 10) << "  " << kinds_text(kinds.at(m.site)) << "\n";
     }
   }
   if (!s.op_scratch.empty()) {
@@ -143,12 +186,18 @@ void print_mem_diff(const MemorySnapshot& a, const MemorySnapshot& b, std::ostre
     const auto my = y.delta() < 0 ? -y.delta() : y.delta();
     return mx != my ? mx > my : x.site < y.site;
   });
+  const MemoryKinds ka = live_by_kind(a);
+  const MemoryKinds kb = live_by_kind(b);
   const std::int64_t total = static_cast<std::int64_t>(b.totals.live_bytes) -
                              static_cast<std::int64_t>(a.totals.live_bytes);
   os << support::escape_text(a.backend) << " -> " << support::escape_text(b.backend) << ": live "
      << short_bytes(a.totals.live_bytes) << " -> " << short_bytes(b.totals.live_bytes) << " ("
-     << signed_short_bytes(total) << "), allocations " << a.totals.live_count << " -> "
-     << b.totals.live_count << "\n";
+     << signed_short_bytes(total) << "; device " << short_bytes(ka.device) << " -> "
+     << short_bytes(kb.device) << ", managed " << short_bytes(ka.managed) << " -> "
+     << short_bytes(kb.managed);
+  if (ka.external != 0 || kb.external != 0)
+    os << ", external " << short_bytes(ka.external) << " -> " << short_bytes(kb.external);
+  os << "), allocations " << a.totals.live_count << " -> " << b.totals.live_count << "\n";
   if (!a.complete || !b.complete)
     os << "partial: a snapshot without per-site totals; only the totals compare\n";
   if (changed.empty()) {

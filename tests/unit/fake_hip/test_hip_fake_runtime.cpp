@@ -468,6 +468,12 @@ BOOST_AUTO_TEST_CASE(out_of_memory_report_on_the_fake, *full_fake()) {
 BOOST_AUTO_TEST_CASE(out_of_memory_observer_on_the_fake, *full_fake()) {
   memory_cases::check_out_of_memory_observer(hip_backend());
 }
+BOOST_AUTO_TEST_CASE(model_cache_scratch_on_the_fake, *full_fake()) {
+  memory_cases::check_model_cache_scratch(hip_backend());
+}
+BOOST_AUTO_TEST_CASE(out_of_memory_in_scratch_on_the_fake, *full_fake()) {
+  memory_cases::check_out_of_memory_in_scratch(hip_backend());
+}
 
 // Native handles and import (issue 19) through the core on the fake's two GPUs: the handles are
 // the runtime's own, imports are checked with hipPointerGetAttributes (memory of GPU 1 and host
