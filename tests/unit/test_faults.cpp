@@ -227,7 +227,7 @@ BOOST_AUTO_TEST_CASE(before_never_calls_the_plugin_after_calls_it_and_undoes) {
   const Error e = error_of([&] { after->alloc(32); }, Status::out_of_memory);
   BOOST_TEST(contains(e.message(),
                       ": injected fault: alloc call 1, after the call, which was undone "
-                      "(faults='alloc@1=out_of_memory:after'); 0 B live; "),
+                      "(faults='alloc@1=out_of_memory:after'); 0 B live (0 B device, 0 B managed); "),
              e.what());
   const gpuplug::LedgerStats s = after->ledger_stats();
   BOOST_TEST(s.total_allocs == 1u);  // the plugin allocated ...
