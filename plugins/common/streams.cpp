@@ -78,6 +78,7 @@ void StreamSet::check(const char* op, std::uint64_t stream) const {
 void StreamSet::destroy(Device& device, std::uint64_t stream) {
   GPUPLUG_EXPECTS(stream != 0, GPUPLUG_STATUS_INVALID_ARGUMENT,
                   "stream_destroy: the default stream (0) cannot be destroyed");
+  const std::unique_lock gate(destroy_gate_);
   bool imported = false;
   {
     std::unique_lock lock(mutex_);
@@ -96,6 +97,7 @@ void StreamSet::destroy(Device& device, std::uint64_t stream) {
 }
 
 void StreamSet::destroy_all(Device& device) noexcept {
+  const std::unique_lock gate(destroy_gate_);
   std::unordered_set<std::uint64_t> streams;
   std::unordered_set<std::uint64_t> imported;
   {

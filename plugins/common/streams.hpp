@@ -40,10 +40,21 @@ class StreamSet {
   /// Destroys every live stream (forgets the imported ones); failures are logged and the rest
   /// still destroyed. Never throws.
   void destroy_all(Device& device) noexcept;
-  /// The live streams, in no particular order (for a vendor whose synchronize waits on each).
+  /// The live streams, in no particular order.
   std::vector<std::uint64_t> list() const;
+  /// Calls f(stream) for each live stream while no stream is being destroyed, for a vendor whose
+  /// synchronize waits on each: a stream another thread destroyed after a plain list() would
+  /// reach the runtime as a freed handle. A destroy waits for the calls to end, and they for it.
+  template <class F>
+  void for_each_live(F&& f) const {
+    std::shared_lock gate(destroy_gate_);
+    for (const std::uint64_t stream : list()) f(stream);
+  }
 
  private:
+  // Shared by for_each_live; exclusive in destroy and destroy_all, from taking a stream out of
+  // the set to the vendor's destroy. Taken before mutex_, never inside it.
+  mutable std::shared_mutex destroy_gate_;
   mutable std::shared_mutex mutex_;
   std::unordered_set<std::uint64_t> live_;      // guarded by mutex_
   std::unordered_set<std::uint64_t> imported_;  // guarded by mutex_; a subset of live_

@@ -265,8 +265,8 @@ void HipDevice::vendor_stream_synchronize(std::uint64_t stream) {
 void HipDevice::vendor_synchronize() {
   make_current();
   check(hip_.stream_synchronize(nullptr), "hipStreamSynchronize(default stream)");
-  for (const std::uint64_t s : streams().list())
-    check(hip_.stream_synchronize(as_stream(s)), "hipStreamSynchronize");
+  streams().for_each_live(
+      [&](std::uint64_t s) { check(hip_.stream_synchronize(as_stream(s)), "hipStreamSynchronize"); });
 }
 
 // ---- events ----------------------------------------------------------------------------------
