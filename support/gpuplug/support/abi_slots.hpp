@@ -175,5 +175,9 @@ static_assert(table_size_of_minor(1) == GPUPLUG_PLUGIN_V1_1_SIZE,
 static_assert(table_size_of_minor(2) == GPUPLUG_PLUGIN_V1_2_SIZE,
               "GPUPLUG_PLUGIN_V1_2_SIZE must end at the last slot of minor 2");
 #endif
+#ifdef GPUPLUG_PLUGIN_V1_3_SIZE
+static_assert(table_size_of_minor(3) == GPUPLUG_PLUGIN_V1_3_SIZE,
+              "GPUPLUG_PLUGIN_V1_3_SIZE must end at the last slot of minor 3");
+#endif
 
 }  // namespace gpuplug::abi
