@@ -57,6 +57,8 @@ void GpuBackend::load_module_path(std::string_view name, const std::filesystem::
   load_module(name, *bytes);
 }
 
+std::uint64_t GpuBackend::device_free_memory() { return memory_info().free_bytes; }
+
 void GpuBackend::copy_h2d_async_retained(DevicePtr dst, const void* src, std::size_t bytes,
                                          Stream stream) {
   copy_h2d_async(dst, src, bytes, stream);

@@ -5,6 +5,7 @@
 #include <array>
 
 #include "layers/faults.hpp"
+#include "layers/sync.hpp"
 #include "layers/trace.hpp"
 #include "layers/validate.hpp"
 
@@ -15,6 +16,7 @@ std::span<const gpuplug_layer_v1* const> builtin_layers() noexcept {
       &validate_layer(),
       &layers::trace_layer(),
       &faults_layer(),
+      &sync_layer(),
   };
   return all;
 }

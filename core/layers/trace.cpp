@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cstring>
+#include <gpuplug/kernel_args.h>
 #include <gpuplug/support/escape.hpp>
 #include <gpuplug/support/text.hpp>
 #include <mutex>
@@ -18,6 +20,7 @@
 #include <tuple>
 #include <type_traits>
 #include <unordered_map>
+#include <vector>
 
 #include "layers/layer_support.hpp"
 #include "layers/trace_writer.hpp"
@@ -166,8 +169,14 @@ class Trace final : public LayerBase {
       e.text = support::escape_text(name);
       if (status == GPUPLUG_STATUS_SUCCESS) {
         e.a = *arg(I2{});
+        std::vector<std::uint32_t> sizes = argument_sizes(arg(I0{}), arg(I1{}));
         std::lock_guard lock(names_mutex_);
         kernel_names_[e.a] = e.text;
+        if (sizes.empty()) {
+          kernel_args_.erase(e.a);
+        } else {
+          kernel_args_[e.a] = std::move(sizes);
+        }
       }
     } else if constexpr (same_slot<Slot, &P::import_memory>) {
       // An imported range is live like an allocation (free forgets it); its bytes count.
@@ -190,7 +199,44 @@ class Trace final : public LayerBase {
       e.b = arg(I3{});  // shared bytes
       e.stream = std::get<4>(std::tuple<A...>(args...));
       e.on_stream = true;
+      e.arg_words = argument_words(e.a, std::get<5>(std::tuple<A...>(args...)));
     }
+  }
+
+  /// The sizes `module`'s `<func>_args` publishes (read through the levels below, as the core
+  /// reads them), or none: no such global, a size or version this layer does not know, more
+  /// than GPUPLUG_KERNEL_ARGS_MAX arguments.
+  std::vector<std::uint32_t> argument_sizes(const char* module, const char* func) const {
+    const std::string symbol = std::string(func) + GPUPLUG_KERNEL_ARGS_SUFFIX;
+    std::uint64_t address = 0, bytes = 0;
+    if (call_next<&gpuplug_plugin_v1::get_global>(module, symbol.c_str(), &address, &bytes) !=
+            GPUPLUG_STATUS_SUCCESS ||
+        bytes < sizeof(gpuplug_kernel_args_t))
+      return {};
+    gpuplug_kernel_args_t published{};
+    if (call_next<&gpuplug_plugin_v1::copy_d2h>(&published, address, sizeof published) != GPUPLUG_STATUS_SUCCESS ||
+        published.version < 1 || published.count > GPUPLUG_KERNEL_ARGS_MAX)
+      return {};
+    return {published.sizes, published.sizes + published.count};
+  }
+
+  /// The first 8 bytes of each argument of a launch of `function`: the seed's launch trace, so
+  /// that two steps' launches can be diffed. As many as the kernel's `<func>_args` names, which is
+  /// what the kernel itself reads of `params`.
+  std::vector<std::uint64_t> argument_words(std::uint64_t function, void** params) const {
+    std::vector<std::uint64_t> words;
+    if (params == nullptr) return words;
+    std::lock_guard lock(names_mutex_);
+    const auto it = kernel_args_.find(function);
+    if (it == kernel_args_.end()) return words;
+    words.reserve(it->second.size());
+    for (std::size_t i = 0; i < it->second.size(); ++i) {
+      std::uint64_t w = 0;
+      if (params[i] != nullptr)
+        std::memcpy(&w, params[i], std::min<std::size_t>(it->second[i], sizeof w));
+      words.push_back(w);
+    }
+    return words;
   }
 
   /// Returns the live bytes after the allocation.
@@ -293,6 +339,8 @@ class Trace final : public LayerBase {
 
   mutable std::mutex names_mutex_;
   KernelNames kernel_names_;  // handle -> module::function
+  // handle -> the argument sizes its `<func>_args` publishes; guarded by names_mutex_
+  std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> kernel_args_;
 };
 
 gpuplug_plugin_v1 trace_table() noexcept {

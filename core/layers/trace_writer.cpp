@@ -83,6 +83,14 @@ std::string describe_args(const Event& e, const KernelNames& names) {
       add("block", std::to_string(e.block.x) + "x" + std::to_string(e.block.y) + "x" +
                        std::to_string(e.block.z));
       add("shared_bytes", std::to_string(e.b), false);
+      if (!e.arg_words.empty()) {
+        std::string words = "[";
+        for (std::size_t i = 0; i < e.arg_words.size(); ++i) {
+          if (i != 0) words += ',';
+          words += support::json_string(hex(e.arg_words[i]));
+        }
+        add("arg_words", words + "]", false);
+      }
       break;
     }
     default: break;

@@ -46,6 +46,9 @@ struct Event {
   bool on_stream = false;
   std::uint64_t live_bytes = 0;  // alloc and free: the layer's live bytes after the call
   std::string text;  // module or module::function names, for the slots that take them
+  // launch: the first 8 bytes of each argument (little-endian, zero-padded), as many as the
+  // kernel's `<func>_args` names; empty when its module publishes none.
+  std::vector<std::uint64_t> arg_words;
 };
 
 /// Log-scale histogram of durations (4 buckets per power of two): p50/p99 within about 19%.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "layers/layer_stack.hpp"
+#include "memory/host_memory.hpp"
 
 namespace gpuplug::detail {
 
@@ -43,6 +44,7 @@ PluginBackend::PluginBackend(std::shared_ptr<const boost::dll::shared_library> l
   // The layers are checked before anything is created, so that a bad `layers` creates nothing.
   const LayerList enabled = enabled_layers(layers, options, name_);
   const SplitOptions split = split_options(layers, enabled, options, name_);
+  memory_limited_ = split.plugin.contains("device_memory_limit");
   std::vector<gpuplug_option_t> opts;
   opts.reserve(split.plugin.size());
   for (const auto& [key, value] : split.plugin) opts.push_back({key.c_str(), value.c_str()});
@@ -366,7 +368,24 @@ float PluginBackend::elapsed_ms(Event start, Event end) {
 MemoryInfo PluginBackend::memory_info() {
   MemoryInfo info;
   check(table_.memory_info(instance_, &info.free_bytes, &info.total_bytes), "memory_info");
+  if (!memory_limited_ && integrated()) {
+    if (const std::optional<std::uint64_t> host = host_memory_available())
+      info.free_bytes = std::max(info.free_bytes, *host);
+  }
   return info;
+}
+
+std::uint64_t PluginBackend::device_free_memory() {
+  MemoryInfo info;
+  check(table_.memory_info(instance_, &info.free_bytes, &info.total_bytes), "device_free_memory");
+  return info.free_bytes;
+}
+
+bool PluginBackend::integrated() {
+  std::call_once(device_class_once_, [this] {
+    integrated_ = device_info().device_class == DeviceClass::integrated_gpu;
+  });
+  return integrated_;
 }
 
 DeviceInfo PluginBackend::device_info() {

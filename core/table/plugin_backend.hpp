@@ -51,6 +51,7 @@ class PluginBackend final : public GpuBackend {
   void copy_d2h(void* dst, DevicePtr src, std::size_t bytes) override;
   void copy_d2d(DevicePtr dst, DevicePtr src, std::size_t bytes) override;
   void copy_h2d_async(DevicePtr dst, const void* src, std::size_t bytes, Stream stream) override;
+  std::uint64_t device_free_memory() override;
   void copy_h2d_async_retained(DevicePtr dst, const void* src, std::size_t bytes,
                                Stream stream) override;
   void copy_d2h_async(void* dst, DevicePtr src, std::size_t bytes, Stream stream) override;
@@ -184,6 +185,12 @@ class PluginBackend final : public GpuBackend {
   std::vector<std::pair<void*, std::size_t>> kept_pinned_;
   KernelSignatures signatures_;  // `<func>_args` of every kernel resolved, by handle
   bool validates_ = false;
+  // memory_info's integrated-GPU rule: whether device_memory_limit was given (then the limit is
+  // the budget), and the device's class, asked once.
+  bool memory_limited_ = false;
+  std::once_flag device_class_once_;
+  bool integrated_ = false;  // written once under device_class_once_
+  bool integrated();
   ImportCallbacks imports_;  // import_memory's on_release, run by free, sweep and destroy
 };
 

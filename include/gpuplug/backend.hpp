@@ -198,7 +198,14 @@ class GpuBackend {
   virtual const KernelSignature* kernel_signature(KernelHandle f) const noexcept;
 
   // ---- queries and the ledger
+  /// The device's free and total memory (within device_memory_limit when one is set). On a
+  /// device of class integrated_gpu, which shares the host's memory and whose driver's free figure
+  /// undercounts what it can still be given, free is the larger of the driver's figure and the
+  /// host's MemAvailable (unless device_memory_limit is set: then the limit is the budget).
   virtual MemoryInfo memory_info() = 0;
+  /// The driver's free figure, never the host's (within device_memory_limit when one is set).
+  /// Default: memory_info().free_bytes.
+  virtual std::uint64_t device_free_memory();
   virtual DeviceInfo device_info() = 0;
   virtual LedgerStats ledger_stats() = 0;
   std::uint64_t live_bytes() { return ledger_stats().live_bytes; }

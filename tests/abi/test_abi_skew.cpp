@@ -17,13 +17,9 @@
 #include <utility>
 #include <vector>
 
-namespace fs = std::filesystem;
+#include "../unit/abi_text.hpp"
 
-// This core's ABI version as its messages spell it ("1.3").
-#define GPUPLUG_TEST_STR2(x) #x
-#define GPUPLUG_TEST_STR(x) GPUPLUG_TEST_STR2(x)
-#define GPUPLUG_TEST_ABI_TEXT \
-  GPUPLUG_TEST_STR(GPUPLUG_ABI_VERSION_MAJOR) "." GPUPLUG_TEST_STR(GPUPLUG_ABI_VERSION_MINOR)
+namespace fs = std::filesystem;
 
 namespace {
 

@@ -322,7 +322,7 @@ BOOST_AUTO_TEST_CASE(an_unknown_layer_suggests_the_nearest_name) {
   Layered l;
   const Error e = error_of([&] { l.host({}); }, Status::invalid_argument);
   BOOST_TEST(contains(e.what(), "unknown layer 'tracee' (known layers: validate, trace, faults, "
-                                "rec_a, rec_b); did you mean trace?"),
+                                "sync, rec_a, rec_b); did you mean trace?"),
              e.what());
   const Error far = error_of([&] { l.host({{"layers", "zzzzzzzz"}}); }, Status::invalid_argument);
   BOOST_TEST(!contains(far.what(), "did you mean"), far.what());

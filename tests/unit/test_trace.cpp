@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -44,6 +45,13 @@ std::string read(const fs::path& file) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+/// "0x1f", as the trace writes pointers.
+std::string hex_of(gpuplug::DevicePtr p) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(p.value));
+  return buf;
 }
 
 /// The info records the backend logged, joined.
@@ -104,6 +112,31 @@ BOOST_AUTO_TEST_CASE(every_call_is_written_with_its_arguments_and_summarized) {
   BOOST_TEST(contains(info, "memory: 4096 bytes (4.0 KiB) allocated, 4096 bytes (4.0 KiB) freed"),
              info);
   BOOST_TEST(contains(info, "trace: wrote "), info);
+}
+
+BOOST_AUTO_TEST_CASE(a_launch_records_the_first_8_bytes_of_each_argument) {
+  Traced run;
+  gpuplug::DevicePtr x{}, y{};
+  {
+    auto gpu = run.create("args.json");
+    gpu->load_module_file("axpy", layer_module_file("axpy"));
+    const gpuplug::KernelHandle axpy = gpu->kernel("axpy", "axpy");
+    x = gpu->alloc(16, "x");
+    y = gpu->alloc(16, "y");
+    gpu->memset(x, 0, 16);
+    gpu->memset(y, 0, 16);
+    const std::uint32_t n = 4;
+    const float alpha = 2.5f;  // 0x40200000
+    gpu->launch_args(axpy, gpuplug::Dim3{1}, gpuplug::Dim3{256}, 0, gpuplug::Stream{}, n, alpha, x,
+                     y);
+    gpu->synchronize();
+    gpu->free(x);
+    gpu->free(y);
+  }
+  const std::string text = run.file("args.json");
+  const std::string words = R"("arg_words":["0x4","0x40200000",")" + hex_of(x) +
+                            R"(",")" + hex_of(y) + R"("])";
+  BOOST_TEST(contains(text, words), text);
 }
 
 BOOST_AUTO_TEST_CASE(the_ring_is_bounded_and_says_what_it_dropped) {
