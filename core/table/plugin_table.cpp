@@ -155,6 +155,10 @@ constexpr std::nullptr_t default_ledger_snapshot = nullptr;
 constexpr std::nullptr_t default_copy_peer_async = nullptr;
 constexpr std::nullptr_t default_host_alloc_pinned = nullptr;
 constexpr std::nullptr_t default_host_free_pinned = nullptr;
+// Pitched 2D copies (ABI 1.3): GpuBackend's one 1D async copy per row.
+constexpr std::nullptr_t default_copy_h2d_2d_async = nullptr;
+constexpr std::nullptr_t default_copy_d2h_2d_async = nullptr;
+constexpr std::nullptr_t default_copy_d2d_2d_async = nullptr;
 
 // A plugin without load_module_file (older than the slot, or one that keeps it null): the core
 // reads the file and hands the plugin the bytes.

@@ -47,7 +47,7 @@ extern "C" {
 #define GPUPLUG_ABI_MINOR(v) (((uint32_t)(v)) & 0xFFFFu)
 
 #define GPUPLUG_ABI_VERSION_MAJOR 1
-#define GPUPLUG_ABI_VERSION_MINOR 2
+#define GPUPLUG_ABI_VERSION_MINOR 3
 #define GPUPLUG_ABI_VERSION GPUPLUG_MAKE_VERSION(GPUPLUG_ABI_VERSION_MAJOR, GPUPLUG_ABI_VERSION_MINOR)
 
 /* The one exported symbol, resolved with boost::dll::shared_library::get. */
@@ -396,6 +396,27 @@ typedef struct gpuplug_plugin_v1 {
   /* Frees what host_alloc_pinned of this instance returned; null is a no-op, any other pointer
    * INVALID_ARGUMENT. */
   gpuplug_status_t (*host_free_pinned)(gpuplug_instance_t inst, void* ptr);
+
+  /* ---- ABI 1.3 (provisional: its slots may still change until 1.3 is released). */
+  /* ---- ABI 1.3: pitched 2D copies. All optional. Each copies `height` rows of `width_bytes`
+   * bytes; row r is read at src + r * src_pitch and written at dst + r * dst_pitch (cuMemcpy2D's
+   * layout), ordered on `stream` (0: the default stream) as the 1D async copies are. A pitch
+   * below width_bytes is INVALID_ARGUMENT naming the side; width_bytes 0 or height 0 copies
+   * nothing (stream and pointers unchecked, as for a zero-byte copy). Every row's device range
+   * is checked: the plugin may check the spanned range [p, p + pitch * (height - 1) + width_bytes)
+   * against the allocation, which covers every row; arithmetic that wraps is INVALID_ARGUMENT.
+   * A refused copy copies nothing. copy_h2d_2d_async's host source may be reused as soon as the
+   * call returns (the copy_h2d_async contract of ABI 1.3); copy_d2h_2d_async's destination must
+   * stay valid until the stream is synchronized. (optional) defaults to one copy_*_async per row. */
+  gpuplug_status_t (*copy_h2d_2d_async)(gpuplug_instance_t inst, uint64_t dst, uint64_t dst_pitch,
+                                        const void* src, uint64_t src_pitch, uint64_t width_bytes,
+                                        uint64_t height, uint64_t stream);
+  gpuplug_status_t (*copy_d2h_2d_async)(gpuplug_instance_t inst, void* dst, uint64_t dst_pitch,
+                                        uint64_t src, uint64_t src_pitch, uint64_t width_bytes,
+                                        uint64_t height, uint64_t stream);
+  gpuplug_status_t (*copy_d2d_2d_async)(gpuplug_instance_t inst, uint64_t dst, uint64_t dst_pitch,
+                                        uint64_t src, uint64_t src_pitch, uint64_t width_bytes,
+                                        uint64_t height, uint64_t stream);
 } gpuplug_plugin_v1;
 
 /* The smallest table a v1 host accepts: everything up to and including sweep_unreleased (the
@@ -410,6 +431,8 @@ typedef struct gpuplug_plugin_v1 {
 #define GPUPLUG_PLUGIN_V1_1_SIZE (offsetof(gpuplug_plugin_v1, inspect_module) + sizeof(void*))
 /* The table of ABI 1.2. */
 #define GPUPLUG_PLUGIN_V1_2_SIZE (offsetof(gpuplug_plugin_v1, host_free_pinned) + sizeof(void*))
+/* The table of ABI 1.3 (provisional). */
+#define GPUPLUG_PLUGIN_V1_3_SIZE (offsetof(gpuplug_plugin_v1, copy_d2d_2d_async) + sizeof(void*))
 
 /* The entry point every plugin exports (extern "C", default visibility). */
 typedef const gpuplug_plugin_v1* (*gpuplug_plugin_entry_fn)(uint32_t host_abi_version);

@@ -94,8 +94,21 @@
 #define GPUPLUG_ABI_SLOTS_1_2(X, P)
 #endif
 
+#if GPUPLUG_ABI_VERSION_MINOR >= 3
+#define GPUPLUG_ABI_SLOTS_1_3(X, P)                                                                \
+  X(P, copy_h2d_2d_async, 3, instance, pitched, optional,                                         \
+    "the core issues one copy_h2d_async per row")                                                  \
+  X(P, copy_d2h_2d_async, 3, instance, pitched, optional,                                         \
+    "the core issues one copy_d2h_async per row")                                                  \
+  X(P, copy_d2d_2d_async, 3, instance, pitched, optional,                                         \
+    "the core issues one copy_d2d_async per row")
+#else
+#define GPUPLUG_ABI_SLOTS_1_3(X, P)
+#endif
+
 /// Every slot the abi.h in use has, in table order.
-#define GPUPLUG_ABI_SLOTS(X, P) \
-  GPUPLUG_ABI_SLOTS_1_0(X, P) GPUPLUG_ABI_SLOTS_1_1(X, P) GPUPLUG_ABI_SLOTS_1_2(X, P)
+#define GPUPLUG_ABI_SLOTS(X, P)                                                         \
+  GPUPLUG_ABI_SLOTS_1_0(X, P) GPUPLUG_ABI_SLOTS_1_1(X, P) GPUPLUG_ABI_SLOTS_1_2(X, P) \
+      GPUPLUG_ABI_SLOTS_1_3(X, P)
 
 #endif /* GPUPLUG_SUPPORT_ABI_SLOT_ROWS_H */
