@@ -55,7 +55,8 @@
  * For the tests (dlsym on the already-loaded fake): gpuplug_fake_cuda_primary_retains() counts
  * cuDevicePrimaryCtxRetain calls, gpuplug_fake_cuda_primary_refcount() is the retain count now;
  * gpuplug_fake_cuda_live_events(), _live_streams() and _live_allocations() count what is live
- * (module globals included), gpuplug_fake_cuda_launches() the launches that passed the checks;
+ * (module globals included), gpuplug_fake_cuda_launches() the launches that passed the checks,
+ * gpuplug_fake_cuda_copies_2d() the cuMemcpy2DAsync calls that copied;
  * cuCtxGetCurrent and cuCtxSetCurrent are exported under their own names, as libcuda does, so a
  * test can play an application with its own context (any non-null pointer will do).
  */
@@ -571,6 +572,10 @@ static unsigned char* row_bytes(int type, const void* host, unsigned long long d
   if (type == FAKE_MEMORYTYPE_HOST) return host == NULL ? NULL : (unsigned char*)host + offset;
   return device_bytes(device + offset, width);
 }
+static long long copies_2d; /* cuMemcpy2DAsync calls that copied */
+FAKE_EXPORT long long gpuplug_fake_cuda_copies_2d(void) {
+  return __atomic_load_n(&copies_2d, __ATOMIC_SEQ_CST);
+}
 static fake_result memcpy_2d_async(const fake_memcpy2d* m, void* stream) {
   const fake_result r = need_primary();
   if (r != FAKE_SUCCESS) return r;
@@ -603,6 +608,7 @@ static fake_result memcpy_2d_async(const fake_memcpy2d* m, void* stream) {
               row_bytes(m->srcMemoryType, m->srcHost, m->srcDevice, m->srcXInBytes, m->srcY,
                         m->srcPitch, m->WidthInBytes, row),
               m->WidthInBytes);
+    if (result == FAKE_SUCCESS) __atomic_add_fetch(&copies_2d, 1, __ATOMIC_SEQ_CST);
   }
   pthread_mutex_unlock(&driver_lock);
   return result;
