@@ -42,11 +42,19 @@ bool check_pitched(std::string_view backend, const char* operation, const Pitche
 
 namespace {
 /// Runs `row(r)` for every row, the last one first: where a copy runs past the end of its
-/// allocation, the row that overruns is refused before any other row is queued.
+/// allocation, the row that overruns is refused before any other row is queued. A row's Error is
+/// rethrown as the 2D copy's (`operation`), naming the row and the 1D copy that refused it.
 template <class Row>
-void rows_last_first(std::size_t height, Row&& row) {
-  row(height - 1);
-  for (std::size_t r = 0; r + 1 < height; ++r) row(r);
+void rows_last_first(const char* operation, std::size_t height, Row&& row) {
+  std::size_t r = height - 1;
+  try {
+    row(r);
+    for (r = 0; r + 1 < height; ++r) row(r);
+  } catch (const Error& e) {
+    throw Error(e.status(), std::string(e.backend()), operation,
+                "row " + std::to_string(r) + " of " + std::to_string(height) + ": " +
+                    std::string(e.operation()) + ": " + std::string(e.message()));
+  }
 }
 }  // namespace
 
@@ -60,7 +68,7 @@ void GpuBackend::copy_h2d_2d_async(DevicePtr dst, std::size_t dst_pitch, const v
                              width_bytes, height))
     return;
   const auto* host = static_cast<const std::byte*>(src);
-  detail::rows_last_first(height, [&](std::size_t r) {
+  detail::rows_last_first("copy_h2d_2d_async", height, [&](std::size_t r) {
     copy_h2d_async(dst + r * dst_pitch, host + r * src_pitch, width_bytes, stream);
   });
 }
@@ -73,7 +81,7 @@ void GpuBackend::copy_d2h_2d_async(void* dst, std::size_t dst_pitch, DevicePtr s
                              {"source", src.value, src_pitch}, width_bytes, height))
     return;
   auto* host = static_cast<std::byte*>(dst);
-  detail::rows_last_first(height, [&](std::size_t r) {
+  detail::rows_last_first("copy_d2h_2d_async", height, [&](std::size_t r) {
     copy_d2h_async(host + r * dst_pitch, src + r * src_pitch, width_bytes, stream);
   });
 }
@@ -84,7 +92,7 @@ void GpuBackend::copy_d2d_2d_async(DevicePtr dst, std::size_t dst_pitch, DeviceP
   if (!detail::check_pitched(name(), "copy_d2d_2d_async", {"destination", dst.value, dst_pitch},
                              {"source", src.value, src_pitch}, width_bytes, height))
     return;
-  detail::rows_last_first(height, [&](std::size_t r) {
+  detail::rows_last_first("copy_d2d_2d_async", height, [&](std::size_t r) {
     copy_d2d_async(dst + r * dst_pitch, src + r * src_pitch, width_bytes, stream);
   });
 }
