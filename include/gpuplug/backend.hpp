@@ -81,7 +81,9 @@ class GpuBackend {
   // A pitch below width_bytes is Error(invalid_argument) naming the side; width_bytes 0 or
   // height 0 copies nothing; every row's device range is checked (a span whose arithmetic wraps
   // is Error(invalid_argument)), and a refused copy copies nothing. h2d: `src` may be reused as
-  // soon as the call returns. d2h: `dst` must stay valid until `stream` is synchronized.
+  // soon as the call returns from a plugin of ABI 1.3 or later (its 2D slot stages the rows or
+  // the driver does); with an older plugin the per-row copies follow copy_h2d_async's rule.
+  // d2h: `dst` must stay valid until `stream` is synchronized.
   // The defaults issue one 1D async copy per row, the last row first (so that a copy running
   // past the end of its allocation is refused before any row is copied); the plugin-backed
   // backend calls the plugin's 2D slot, or does the same where the plugin has none.
