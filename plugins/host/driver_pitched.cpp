@@ -3,6 +3,7 @@
 // staged into a buffer the operation owns when the caller may reuse it at once.
 #include <cstring>
 #include <memory>
+#include <utility>
 
 #include "driver.hpp"
 
@@ -27,14 +28,14 @@ void Executor::run_2d(const Pitched& rows) noexcept {
 void Executor::copy_2d(std::uint64_t stream, void* dst, std::size_t dst_pitch, const void* src,
                        std::size_t src_pitch, std::size_t width, std::size_t height,
                        bool stage_source) {
-  auto rows = std::make_shared<Pitched>(Pitched{static_cast<std::byte*>(dst), dst_pitch,
-                                                static_cast<const std::byte*>(src), src_pitch,
-                                                width, height, nullptr});
-  if (stream == 0) {
+  Pitched now{static_cast<std::byte*>(dst), dst_pitch, static_cast<const std::byte*>(src),
+              src_pitch, width, height, nullptr};
+  if (stream == 0) {  // the legacy default stream: after every stream, in the calling thread
     wait_all();
-    run_2d(*rows);
+    run_2d(now);
     return;
   }
+  auto rows = std::make_shared<Pitched>(std::move(now));
   if (stage_source) {
     // width * height <= the source's span, which the SDK checked fits the address space.
     rows->staged = std::make_unique_for_overwrite<std::byte[]>(width * height);
