@@ -233,7 +233,8 @@ class Device {
   // covers every row; the arithmetic does not wrap), host pointers non-null and the stream 0 or
   // live. The defaults issue one vendor_copy_*_async per row; override them to make one call
   // (cuMemcpy2DAsync). h2d: `src` may be reused as soon as the hook returns (stage it, or let the
-  // driver do so); d2h: `dst` stays valid until the stream is synchronized.
+  // driver do so; the default holds this when vendor_copy_h2d_async does); d2h: `dst` stays
+  // valid until the stream is synchronized.
   virtual void vendor_copy_h2d_2d_async(std::uint64_t dst, std::uint64_t dst_pitch,
                                         const void* src, std::uint64_t src_pitch,
                                         std::uint64_t width, std::uint64_t height,
