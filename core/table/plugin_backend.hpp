@@ -51,6 +51,8 @@ class PluginBackend final : public GpuBackend {
   void copy_d2h(void* dst, DevicePtr src, std::size_t bytes) override;
   void copy_d2d(DevicePtr dst, DevicePtr src, std::size_t bytes) override;
   void copy_h2d_async(DevicePtr dst, const void* src, std::size_t bytes, Stream stream) override;
+  void copy_h2d_async_retained(DevicePtr dst, const void* src, std::size_t bytes,
+                               Stream stream) override;
   void copy_d2h_async(void* dst, DevicePtr src, std::size_t bytes, Stream stream) override;
   void copy_d2d_async(DevicePtr dst, DevicePtr src, std::size_t bytes, Stream stream) override;
   // Pitched 2D copies (plugin_backend_pitched.cpp): the plugin's 1.3 slot, or one 1D async

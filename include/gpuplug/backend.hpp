@@ -71,8 +71,17 @@ class GpuBackend {
   virtual void copy_h2d(DevicePtr dst, const void* src, std::size_t bytes) = 0;
   virtual void copy_d2h(void* dst, DevicePtr src, std::size_t bytes) = 0;
   virtual void copy_d2d(DevicePtr dst, DevicePtr src, std::size_t bytes) = 0;
-  /// Async copies are ordered on `stream`; the host buffer must stay valid until it is synchronized.
+  /// Async copies are ordered on `stream`. copy_h2d_async's source may be reused or freed as
+  /// soon as the call returns (a temporary is fine): the backend stages pageable memory where the
+  /// copy runs later, and waits for a copy from its own pinned memory (read by DMA) before it
+  /// returns; copy_h2d_async_retained does neither. copy_d2h_async's destination must stay valid
+  /// until the stream is synchronized.
   virtual void copy_h2d_async(DevicePtr dst, const void* src, std::size_t bytes, Stream stream) = 0;
+  /// copy_h2d_async without staging: `src` must stay unchanged and alive until the stream has
+  /// done the copy (a synchronize of it, or an event recorded after it completes). For a source
+  /// the caller keeps anyway, it saves a copy of the bytes. Default: copy_h2d_async.
+  virtual void copy_h2d_async_retained(DevicePtr dst, const void* src, std::size_t bytes,
+                                       Stream stream);
   virtual void copy_d2h_async(void* dst, DevicePtr src, std::size_t bytes, Stream stream) = 0;
   virtual void copy_d2d_async(DevicePtr dst, DevicePtr src, std::size_t bytes, Stream stream) = 0;
   // ---- pitched 2D copies (ABI 1.3; docs/memory.md, "Pitched 2D copies"). Each copies `height`
@@ -80,10 +89,9 @@ class GpuBackend {
   // `stream` like the 1D async copies, in one call to the plugin (one cuMemcpy2DAsync on CUDA).
   // A pitch below width_bytes is Error(invalid_argument) naming the side; width_bytes 0 or
   // height 0 copies nothing; every row's device range is checked (a span whose arithmetic wraps
-  // is Error(invalid_argument)), and a refused copy copies nothing. h2d: `src` may be reused as
-  // soon as the call returns from a plugin of ABI 1.3 or later (its 2D slot stages the rows or
-  // the driver does); with an older plugin the per-row copies follow copy_h2d_async's rule.
-  // d2h: `dst` must stay valid until `stream` is synchronized.
+  // is Error(invalid_argument)), and a refused copy copies nothing. h2d: `src` may be reused or
+  // freed as soon as the call returns, as copy_h2d_async's. d2h: `dst` must stay valid until
+  // `stream` is synchronized.
   // The defaults issue one 1D async copy per row, the last row first (so that a copy running
   // past the end of its allocation is refused before any row is copied); the plugin-backed
   // backend calls the plugin's 2D slot, or does the same where the plugin has none.

@@ -96,6 +96,12 @@ gpuplug_status_t slot_copy_h2d_2d_async(gpuplug_instance_t inst, std::uint64_t d
                  [&](Device& d) {
                    d.vendor_copy_h2d_2d_async(dst, dst_pitch, src, src_pitch, width, height,
                                               stream);
+                   // As for copy_h2d_async: a DMA engine reads the plugin's pinned memory when
+                   // the copy runs, so the source is free at return only once the copy is done.
+                   const auto* last = static_cast<const std::byte*>(src) +
+                                      src_pitch * (height - 1) + (width - 1);
+                   if (d.vendor_dma_reads_pinned() && (d.is_pinned(src, 1) || d.is_pinned(last, 1)))
+                     d.vendor_stream_synchronize(stream);
                  });
 }
 

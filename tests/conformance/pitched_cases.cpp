@@ -76,7 +76,6 @@ void pitched_d2d_subtile_leaves_gaps(Context& ctx) {
 }
 
 void pitched_h2d_source_reusable_at_once(Context& ctx) {
-  ctx.require_abi_minor(3, "the host source of an async copy may be reused when the call returns");
   GpuBackend& gpu = ctx.backend();
   constexpr std::size_t sp = 64, dp = 80, w = 48, h = 16;
   const auto original = pattern(sp * h, 11);
