@@ -88,7 +88,7 @@ BOOST_AUTO_TEST_CASE(the_pitched_copies_are_optional_slots_of_1_3_with_a_per_row
   BOOST_TEST(gpuplug::abi::table_size_of_minor(3) == GPUPLUG_PLUGIN_V1_3_SIZE);
   // A table without them (every optional slot null) resolves them to the core's per-row path.
   gpuplug_plugin_v1 t{};
-  const gpuplug::detail::OptionalSlots slots = gpuplug::detail::resolve_optional_slots(t);
+  const gpuplug::detail::OptionalSlots slots = gpuplug::detail::resolve_optional_slots(t, GPUPLUG_ABI_VERSION);
   BOOST_TEST(slots.copy_h2d_2d_async == nullptr);
   BOOST_TEST(slots.copy_d2h_2d_async == nullptr);
   BOOST_TEST(slots.copy_d2d_2d_async == nullptr);
