@@ -132,6 +132,19 @@ class Trace final : public LayerBase {
       e.b = arg(I2{});
       e.stream = arg(I3{});
       e.on_stream = true;
+    } else if constexpr (same_slot<Slot, &P::copy_h2d_2d_async> ||
+                         same_slot<Slot, &P::copy_d2h_2d_async> ||
+                         same_slot<Slot, &P::copy_d2d_2d_async>) {
+      // The device side (the destination, or the source of d2h) and the bytes the rows hold.
+      const std::tuple<A...> t(args...);
+      if constexpr (same_slot<Slot, &P::copy_d2h_2d_async>) {
+        e.a = std::get<2>(t);
+      } else {
+        e.a = std::get<0>(t);
+      }
+      e.b = std::get<4>(t) * std::get<5>(t);
+      e.stream = std::get<6>(t);
+      e.on_stream = true;
     } else if constexpr (same_slot<Slot, &P::copy_peer_async>) {
       e.a = arg(I0{});  // the destination; the source is another backend's
       e.b = std::get<3>(std::tuple<A...>(args...));

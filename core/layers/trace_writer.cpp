@@ -49,6 +49,7 @@ std::string describe_args(const Event& e, const KernelNames& names) {
     case slot_copy_h2d: case slot_copy_d2h: case slot_copy_d2d: case slot_copy_h2d_async:
     case slot_copy_d2h_async: case slot_copy_d2d_async: case slot_memset_d8:
     case slot_copy_h2d_async_retained:
+    case slot_copy_h2d_2d_async: case slot_copy_d2h_2d_async: case slot_copy_d2d_2d_async:
       add("device_ptr", hex(e.a));
       add("bytes", std::to_string(e.b), false);
       break;

@@ -18,68 +18,18 @@
 #include <vector>
 
 #include "layers/layer_support.hpp"
+#include "layers/validate_handles.hpp"
 #include "layers/validate_memory.hpp"
 
 namespace gpuplug::detail {
 
 namespace {
 
+using layers::HandleSet;
+using layers::kRecentCapacity;
 using layers::LayerBase;
 using layers::MemoryRecord;
 using support::hex;
-
-/// How many destroyed streams and events, and functions of unloaded modules, each backend
-/// remembers to name in a message (the oldest are forgotten: then "not created on this backend").
-constexpr std::size_t kRecentCapacity = 4096;
-
-/// A set of handles that remembers only the last kRecentCapacity inserted.
-class RecentHandles {
- public:
-  void insert(std::uint64_t h) {
-    if (!set_.insert(h).second) return;
-    order_.push_back(h);
-    if (order_.size() > kRecentCapacity) {
-      set_.erase(order_.front());
-      order_.pop_front();
-    }
-  }
-  /// A handle made again (the plugin reuses values) is no longer "destroyed".
-  void erase(std::uint64_t h) {
-    if (set_.erase(h) != 0) std::erase(order_, h);
-  }
-  bool contains(std::uint64_t h) const { return set_.contains(h); }
-
- private:
-  std::unordered_set<std::uint64_t> set_;
-  std::deque<std::uint64_t> order_;  // oldest first; the same handles as set_
-};
-
-/// The streams or the events of one backend: the live ones, and the recently destroyed ones to
-/// name in a message. Not thread-safe: the layer holds its handles mutex.
-class HandleSet {
- public:
-  explicit HandleSet(const char* kind) : kind_(kind) {}
-  void created(std::uint64_t h) {
-    live_.insert(h);
-    destroyed_.erase(h);
-  }
-  void destroyed(std::uint64_t h) {
-    if (live_.erase(h) != 0) destroyed_.insert(h);
-  }
-  /// Why `h` is no live handle of this backend; empty when it is.
-  std::string check(std::uint64_t h) const {
-    if (live_.contains(h)) return {};
-    const std::string name = std::string(kind_) + " " + std::to_string(h);
-    if (destroyed_.contains(h)) return name + " was destroyed";
-    return name + " was not created on this backend (another backend's, or never created)";
-  }
-  const std::unordered_set<std::uint64_t>& live() const noexcept { return live_; }
-
- private:
-  const char* kind_;  // "stream", "event"
-  std::unordered_set<std::uint64_t> live_;
-  RecentHandles destroyed_;
-};
 
 /// A kernel handle get_function returned on this backend.
 struct Function {
@@ -198,6 +148,31 @@ class ValidateLayer final : public LayerBase {
     if (auto why = check_d2d(dst, src, bytes); !why.empty()) return refuse(why);
     if (auto why = check_stream(stream); !why.empty()) return refuse(why);
     return call_next<&gpuplug_plugin_v1::copy_d2d_async>(dst, src, bytes, stream);
+  }
+  // Pitched 2D copies: each device side's spanned range, which covers every row (a pitch below
+  // the width, or a width or height of 0, is the plugin's to refuse or skip).
+  gpuplug_status_t copy_h2d_2d_async(std::uint64_t dst, std::uint64_t dpitch, const void* src,
+                                     std::uint64_t spitch, std::uint64_t w, std::uint64_t h,
+                                     std::uint64_t stream) {
+    if (auto why = memory_.check_pitched(dst, dpitch, w, h, ""); !why.empty()) return refuse(why);
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::copy_h2d_2d_async>(dst, dpitch, src, spitch, w, h, stream);
+  }
+  gpuplug_status_t copy_d2h_2d_async(void* dst, std::uint64_t dpitch, std::uint64_t src,
+                                     std::uint64_t spitch, std::uint64_t w, std::uint64_t h,
+                                     std::uint64_t stream) {
+    if (auto why = memory_.check_pitched(src, spitch, w, h, ""); !why.empty()) return refuse(why);
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::copy_d2h_2d_async>(dst, dpitch, src, spitch, w, h, stream);
+  }
+  gpuplug_status_t copy_d2d_2d_async(std::uint64_t dst, std::uint64_t dpitch, std::uint64_t src,
+                                     std::uint64_t spitch, std::uint64_t w, std::uint64_t h,
+                                     std::uint64_t stream) {
+    std::string why = memory_.check_pitched(dst, dpitch, w, h, "destination ");
+    if (why.empty()) why = memory_.check_pitched(src, spitch, w, h, "source ");
+    if (why.empty()) why = check_stream(stream);
+    if (!why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::copy_d2d_2d_async>(dst, dpitch, src, spitch, w, h, stream);
   }
   // The destination side only: the source is another backend's, and its own layers never see
   // this call (abi.h: copy_peer_async).
@@ -457,6 +432,9 @@ gpuplug_plugin_v1 make_table() noexcept {
   GPUPLUG_VALIDATE_SLOT(copy_d2d_async)
   GPUPLUG_VALIDATE_SLOT(memset_d8)
   GPUPLUG_VALIDATE_SLOT(copy_peer_async)
+  GPUPLUG_VALIDATE_SLOT(copy_h2d_2d_async)
+  GPUPLUG_VALIDATE_SLOT(copy_d2h_2d_async)
+  GPUPLUG_VALIDATE_SLOT(copy_d2d_2d_async)
   GPUPLUG_VALIDATE_SLOT(sweep_unreleased)
   GPUPLUG_VALIDATE_SLOT(stream_create)
   GPUPLUG_VALIDATE_SLOT(stream_destroy)

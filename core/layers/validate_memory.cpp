@@ -3,6 +3,8 @@
 // what it says about a pointer that none of them holds.
 #include "layers/validate_memory.hpp"
 
+#include <limits>
+
 #include <gpuplug/support/text.hpp>
 #include <mutex>
 #include <new>
@@ -105,6 +107,18 @@ std::string MemoryRecord::check_range(std::uint64_t ptr, std::uint64_t bytes,
     return past_end(role, ptr, bytes, g->first, g->second.bytes, "module global " + g->second.name);
   }
   return not_live(ptr, role);
+}
+
+std::string MemoryRecord::check_pitched(std::uint64_t ptr, std::uint64_t pitch,
+                                        std::uint64_t width, std::uint64_t height,
+                                        std::string_view role) const {
+  if (width == 0 || height == 0 || pitch < width) return {};
+  constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+  const std::uint64_t rows = height - 1;
+  if ((rows != 0 && pitch > (max - width) / rows) || pitch * rows + width > max - ptr)
+    return std::string(role) + std::to_string(height) + " rows of pitch " + std::to_string(pitch) +
+           " from " + support::hex(ptr) + " wrap around the address space";
+  return check_range(ptr, pitch * rows + width, role);
 }
 
 std::string MemoryRecord::not_live(std::uint64_t ptr, std::string_view role) const {

@@ -54,6 +54,11 @@ class MemoryRecord {
   /// range past the end of its allocation or global, or memory this backend does not know.
   /// Empty when the range is fine. `role` ("", "source ", "destination ") starts the message.
   std::string check_range(std::uint64_t ptr, std::uint64_t bytes, std::string_view role) const;
+  /// check_range for the span of a pitched 2D copy's side, [ptr, ptr + pitch * (height - 1) +
+  /// width), which covers every row. Empty (the plugin's to judge) when width or height is 0 or
+  /// pitch < width; a span that wraps is refused.
+  std::string check_pitched(std::uint64_t ptr, std::uint64_t pitch, std::uint64_t width,
+                            std::uint64_t height, std::string_view role) const;
 
   /// Before the plugin's free: takes the allocation that starts at `ptr` out of the live set,
   /// so that no other thread can see it as live once the plugin may hand the address out again.

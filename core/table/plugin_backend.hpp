@@ -56,6 +56,16 @@ class PluginBackend final : public GpuBackend {
                                Stream stream) override;
   void copy_d2h_async(void* dst, DevicePtr src, std::size_t bytes, Stream stream) override;
   void copy_d2d_async(DevicePtr dst, DevicePtr src, std::size_t bytes, Stream stream) override;
+  // Pitched 2D copies (plugin_backend_pitched.cpp): the plugin's 1.3 slot, or one 1D async
+  // copy per row where it has none.
+  void copy_h2d_2d_async(DevicePtr dst, std::size_t dst_pitch, const void* src,
+                         std::size_t src_pitch, std::size_t width_bytes, std::size_t height,
+                         Stream stream) override;
+  void copy_d2h_2d_async(void* dst, std::size_t dst_pitch, DevicePtr src, std::size_t src_pitch,
+                         std::size_t width_bytes, std::size_t height, Stream stream) override;
+  void copy_d2d_2d_async(DevicePtr dst, std::size_t dst_pitch, DevicePtr src,
+                         std::size_t src_pitch, std::size_t width_bytes, std::size_t height,
+                         Stream stream) override;
   void memset(DevicePtr dst, std::uint8_t value, std::size_t bytes, Stream stream) override;
   Stream create_stream() override;
   void destroy_stream(Stream stream) override;

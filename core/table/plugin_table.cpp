@@ -166,6 +166,10 @@ gpuplug_status_t copy_h2d_async_then_synchronize(const PluginBackend& b, std::ui
   if (st != GPUPLUG_STATUS_SUCCESS) return st;
   return b.table().stream_synchronize(b.instance(), stream);
 }
+// Pitched 2D copies (ABI 1.3): GpuBackend's one 1D async copy per row.
+constexpr std::nullptr_t default_copy_h2d_2d_async = nullptr;
+constexpr std::nullptr_t default_copy_d2h_2d_async = nullptr;
+constexpr std::nullptr_t default_copy_d2d_2d_async = nullptr;
 
 // A plugin without load_module_file (older than the slot, or one that keeps it null): the core
 // reads the file and hands the plugin the bytes.

@@ -416,6 +416,27 @@ typedef struct gpuplug_plugin_v1 {
    * which stages. */
   gpuplug_status_t (*copy_h2d_async_retained)(gpuplug_instance_t inst, uint64_t dst, const void* src,
                                               uint64_t bytes, uint64_t stream);
+
+  /* ---- ABI 1.3: pitched 2D copies. All optional. Each copies `height` rows of `width_bytes`
+   * bytes; row r is read at src + r * src_pitch and written at dst + r * dst_pitch (cuMemcpy2D's
+   * layout), ordered on `stream` (0: the default stream) as the 1D async copies are. A pitch
+   * below width_bytes is INVALID_ARGUMENT naming the side; width_bytes 0 or height 0 copies
+   * nothing (stream and pointers unchecked, as for a zero-byte copy). Every row's device range
+   * is checked: the plugin may check the spanned range [p, p + pitch * (height - 1) + width_bytes)
+   * against the allocation, which covers every row; arithmetic that wraps is INVALID_ARGUMENT.
+   * A refused copy copies nothing. copy_h2d_2d_async's host source may be reused as soon as the
+   * call returns, as copy_h2d_async's from 1.3 on (pageable rows staged, a copy from the plugin's
+   * own pinned memory waited for); copy_d2h_2d_async's destination must stay valid until the
+   * stream is synchronized. (optional) defaults to one copy_*_async per row. */
+  gpuplug_status_t (*copy_h2d_2d_async)(gpuplug_instance_t inst, uint64_t dst, uint64_t dst_pitch,
+                                        const void* src, uint64_t src_pitch, uint64_t width_bytes,
+                                        uint64_t height, uint64_t stream);
+  gpuplug_status_t (*copy_d2h_2d_async)(gpuplug_instance_t inst, void* dst, uint64_t dst_pitch,
+                                        uint64_t src, uint64_t src_pitch, uint64_t width_bytes,
+                                        uint64_t height, uint64_t stream);
+  gpuplug_status_t (*copy_d2d_2d_async)(gpuplug_instance_t inst, uint64_t dst, uint64_t dst_pitch,
+                                        uint64_t src, uint64_t src_pitch, uint64_t width_bytes,
+                                        uint64_t height, uint64_t stream);
 } gpuplug_plugin_v1;
 
 /* The smallest table a v1 host accepts: everything up to and including sweep_unreleased (the
@@ -431,7 +452,7 @@ typedef struct gpuplug_plugin_v1 {
 /* The table of ABI 1.2. */
 #define GPUPLUG_PLUGIN_V1_2_SIZE (offsetof(gpuplug_plugin_v1, host_free_pinned) + sizeof(void*))
 /* The table of ABI 1.3 (provisional: see GPUPLUG_ABI_1_3_PROVISIONAL). */
-#define GPUPLUG_PLUGIN_V1_3_SIZE (offsetof(gpuplug_plugin_v1, copy_h2d_async_retained) + sizeof(void*))
+#define GPUPLUG_PLUGIN_V1_3_SIZE (offsetof(gpuplug_plugin_v1, copy_d2d_2d_async) + sizeof(void*))
 
 /* The entry point every plugin exports (extern "C", default visibility). */
 typedef const gpuplug_plugin_v1* (*gpuplug_plugin_entry_fn)(uint32_t host_abi_version);

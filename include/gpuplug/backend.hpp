@@ -84,6 +84,26 @@ class GpuBackend {
                                        Stream stream);
   virtual void copy_d2h_async(void* dst, DevicePtr src, std::size_t bytes, Stream stream) = 0;
   virtual void copy_d2d_async(DevicePtr dst, DevicePtr src, std::size_t bytes, Stream stream) = 0;
+  // ---- pitched 2D copies (ABI 1.3; docs/memory.md, "Pitched 2D copies"). Each copies `height`
+  // rows of `width_bytes` bytes, row r from src + r * src_pitch to dst + r * dst_pitch, ordered on
+  // `stream` like the 1D async copies, in one call to the plugin (one cuMemcpy2DAsync on CUDA).
+  // A pitch below width_bytes is Error(invalid_argument) naming the side; width_bytes 0 or
+  // height 0 copies nothing; every row's device range is checked (a span whose arithmetic wraps
+  // is Error(invalid_argument)), and a refused copy copies nothing. h2d: `src` may be reused or
+  // freed as soon as the call returns, as copy_h2d_async's. d2h: `dst` must stay valid until
+  // `stream` is synchronized.
+  // The defaults issue one 1D async copy per row, the last row first (so that a copy running
+  // past the end of its allocation is refused before any row is copied); the plugin-backed
+  // backend calls the plugin's 2D slot, or does the same where the plugin has none.
+  virtual void copy_h2d_2d_async(DevicePtr dst, std::size_t dst_pitch, const void* src,
+                                 std::size_t src_pitch, std::size_t width_bytes,
+                                 std::size_t height, Stream stream);
+  virtual void copy_d2h_2d_async(void* dst, std::size_t dst_pitch, DevicePtr src,
+                                 std::size_t src_pitch, std::size_t width_bytes,
+                                 std::size_t height, Stream stream);
+  virtual void copy_d2d_2d_async(DevicePtr dst, std::size_t dst_pitch, DevicePtr src,
+                                 std::size_t src_pitch, std::size_t width_bytes,
+                                 std::size_t height, Stream stream);
   /// Sets `bytes` bytes to `value`, ordered on `stream` (asynchronous).
   virtual void memset(DevicePtr dst, std::uint8_t value, std::size_t bytes, Stream stream = {}) = 0;
 

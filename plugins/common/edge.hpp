@@ -147,4 +147,18 @@ gpuplug_status_t transfer(gpuplug_instance_t inst, const Transfer& t, Call&& cal
   });
 }
 
+// The pitched 2D copy slots (pitched.cpp; a table of ABI 1.3 or later points to them).
+gpuplug_status_t slot_copy_h2d_2d_async(gpuplug_instance_t inst, std::uint64_t dst,
+                                        std::uint64_t dst_pitch, const void* src,
+                                        std::uint64_t src_pitch, std::uint64_t width,
+                                        std::uint64_t height, std::uint64_t stream) noexcept;
+gpuplug_status_t slot_copy_d2h_2d_async(gpuplug_instance_t inst, void* dst,
+                                        std::uint64_t dst_pitch, std::uint64_t src,
+                                        std::uint64_t src_pitch, std::uint64_t width,
+                                        std::uint64_t height, std::uint64_t stream) noexcept;
+gpuplug_status_t slot_copy_d2d_2d_async(gpuplug_instance_t inst, std::uint64_t dst,
+                                        std::uint64_t dst_pitch, std::uint64_t src,
+                                        std::uint64_t src_pitch, std::uint64_t width,
+                                        std::uint64_t height, std::uint64_t stream) noexcept;
+
 }  // namespace gpuplug::sdk::detail

@@ -238,6 +238,26 @@ class Device {
                                      std::uint64_t stream);
   virtual void vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
                                 std::uint64_t stream) = 0;
+  // Pitched 2D copies (ABI 1.3 slots copy_*_2d_async): `height` rows of `width` bytes, row r
+  // from src + r * src_pitch to dst + r * dst_pitch, ordered on `stream`. Before a hook runs the
+  // SDK has checked: width > 0 and height > 0, both pitches >= width, the spanned range of each
+  // device side, [p, p + pitch * (height - 1) + width), inside memory of this device (which
+  // covers every row; the arithmetic does not wrap), host pointers non-null and the stream 0 or
+  // live. The defaults issue one vendor_copy_*_async per row; override them to make one call
+  // (cuMemcpy2DAsync). h2d: `src` may be reused as soon as the hook returns (stage it, or let the
+  // driver do so; the default holds this when vendor_copy_h2d_async does); d2h: `dst` stays
+  // valid until the stream is synchronized.
+  virtual void vendor_copy_h2d_2d_async(std::uint64_t dst, std::uint64_t dst_pitch,
+                                        const void* src, std::uint64_t src_pitch,
+                                        std::uint64_t width, std::uint64_t height,
+                                        std::uint64_t stream);
+  virtual void vendor_copy_d2h_2d_async(void* dst, std::uint64_t dst_pitch, std::uint64_t src,
+                                        std::uint64_t src_pitch, std::uint64_t width,
+                                        std::uint64_t height, std::uint64_t stream);
+  virtual void vendor_copy_d2d_2d_async(std::uint64_t dst, std::uint64_t dst_pitch,
+                                        std::uint64_t src, std::uint64_t src_pitch,
+                                        std::uint64_t width, std::uint64_t height,
+                                        std::uint64_t stream);
 
   // ---- vendor hooks: streams (the SDK's StreamSet keeps the live ones and checks handles)
   /// A new stream's opaque value, never 0.

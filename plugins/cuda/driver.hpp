@@ -70,7 +70,8 @@ namespace gpuplug::cuda {
 // "not found" messages needs CUDA 12.4 (enumeration) and 12.3 (cuFuncGetName). The event entry
 // points (ABI 1.1 events) are in every driver gpuplug accepts, but a driver (or a shim) without
 // them must not make the plugin unloadable: CudaDevice then reports events as UNSUPPORTED
-// naming the one missing (has_events).
+// naming the one missing (has_events). Without cuMemcpy2DAsync the pitched 2D copies fall back
+// to one async copy per row (the SDK's default).
 #define GPUPLUG_CUDA_OPTIONAL_ENTRY_POINTS(X)               \
   X(module_get_function_count, cuModuleGetFunctionCount)    \
   X(module_enumerate_functions, cuModuleEnumerateFunctions) \
@@ -84,7 +85,8 @@ namespace gpuplug::cuda {
   X(stream_wait_event, cuStreamWaitEvent)                   \
   X(memcpy_peer_async, cuMemcpyPeerAsync)                   \
   X(mem_host_alloc, cuMemHostAlloc)                         \
-  X(mem_free_host, cuMemFreeHost)
+  X(mem_free_host, cuMemFreeHost)                           \
+  X(memcpy_2d_async, cuMemcpy2DAsync)
 
 /// The loaded driver: why it is (un)usable and its entry points.
 ///

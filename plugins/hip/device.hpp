@@ -66,6 +66,17 @@ class HipDevice final : public sdk::Device {
                              std::uint64_t stream) override;
   void vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
                         std::uint64_t stream) override;
+  // pitched 2D copies (ABI 1.3; pitched.cpp): one hipMemcpy2DAsync each, or the SDK's one copy
+  // per row when the runtime lacks it
+  void vendor_copy_h2d_2d_async(std::uint64_t dst, std::uint64_t dst_pitch, const void* src,
+                                std::uint64_t src_pitch, std::uint64_t width,
+                                std::uint64_t height, std::uint64_t stream) override;
+  void vendor_copy_d2h_2d_async(void* dst, std::uint64_t dst_pitch, std::uint64_t src,
+                                std::uint64_t src_pitch, std::uint64_t width,
+                                std::uint64_t height, std::uint64_t stream) override;
+  void vendor_copy_d2d_2d_async(std::uint64_t dst, std::uint64_t dst_pitch, std::uint64_t src,
+                                std::uint64_t src_pitch, std::uint64_t width,
+                                std::uint64_t height, std::uint64_t stream) override;
   // peer copies (ABI 1.2): hipMemcpyPeerAsync between two devices' memory, and hipHostMalloc'd
   // portable staging memory. UNSUPPORTED naming the entry point when the runtime lacks it (the
   // core then stages through pageable memory).

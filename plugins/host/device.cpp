@@ -196,6 +196,29 @@ void HostDevice::vendor_copy_d2d_async(std::uint64_t dst, std::uint64_t src, std
   executor_.copy(stream, as_ptr(dst), as_ptr(src), as_size(bytes));
 }
 
+void HostDevice::vendor_copy_h2d_2d_async(std::uint64_t dst, std::uint64_t dst_pitch,
+                                          const void* src, std::uint64_t src_pitch,
+                                          std::uint64_t width, std::uint64_t height,
+                                          std::uint64_t stream) {
+  executor_.copy_2d(stream, as_ptr(dst), as_size(dst_pitch), src, as_size(src_pitch),
+                    as_size(width), as_size(height), true);
+}
+
+void HostDevice::vendor_copy_d2h_2d_async(void* dst, std::uint64_t dst_pitch, std::uint64_t src,
+                                          std::uint64_t src_pitch, std::uint64_t width,
+                                          std::uint64_t height, std::uint64_t stream) {
+  executor_.copy_2d(stream, dst, as_size(dst_pitch), as_ptr(src), as_size(src_pitch),
+                    as_size(width), as_size(height), false);
+}
+
+void HostDevice::vendor_copy_d2d_2d_async(std::uint64_t dst, std::uint64_t dst_pitch,
+                                          std::uint64_t src, std::uint64_t src_pitch,
+                                          std::uint64_t width, std::uint64_t height,
+                                          std::uint64_t stream) {
+  executor_.copy_2d(stream, as_ptr(dst), as_size(dst_pitch), as_ptr(src), as_size(src_pitch),
+                    as_size(width), as_size(height), false);
+}
+
 void HostDevice::vendor_copy_peer_async(std::uint64_t dst, sdk::Device& /*source*/,
                                         std::uint64_t src, std::uint64_t bytes,
                                         std::uint64_t stream) {

@@ -93,6 +93,16 @@ class HostDevice final : public sdk::Device {
                              std::uint64_t stream) override;
   void vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
                         std::uint64_t stream) override;
+  // Pitched 2D copies (ABI 1.3): one executor operation each; the h2d source is staged into it.
+  void vendor_copy_h2d_2d_async(std::uint64_t dst, std::uint64_t dst_pitch, const void* src,
+                                std::uint64_t src_pitch, std::uint64_t width,
+                                std::uint64_t height, std::uint64_t stream) override;
+  void vendor_copy_d2h_2d_async(void* dst, std::uint64_t dst_pitch, std::uint64_t src,
+                                std::uint64_t src_pitch, std::uint64_t width,
+                                std::uint64_t height, std::uint64_t stream) override;
+  void vendor_copy_d2d_2d_async(std::uint64_t dst, std::uint64_t dst_pitch, std::uint64_t src,
+                                std::uint64_t src_pitch, std::uint64_t width,
+                                std::uint64_t height, std::uint64_t stream) override;
   // Peer copies (ABI 1.2): a copy on this device's executor from another host device's memory
   // (plain host memory too); "pinned" memory is page-aligned host memory.
   void vendor_copy_peer_async(std::uint64_t dst, sdk::Device& source, std::uint64_t src,

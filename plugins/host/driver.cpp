@@ -197,6 +197,9 @@ void Executor::run(const Item& item) noexcept {
     case Item::Kind::fill:
       std::memset(item.dst, item.value, item.bytes);
       break;
+    case Item::Kind::copy_2d:
+      run_2d(*item.pitched);
+      break;
     case Item::Kind::handoff:
     case Item::Kind::mark:
     case Item::Kind::wait:

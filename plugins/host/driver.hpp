@@ -108,6 +108,12 @@ class Executor {
   /// 0 its bytes are copied first, into a buffer the queued copy owns (std::bad_alloc when there
   /// is no memory for it).
   void copy_staged(std::uint64_t stream, void* dst, const void* src, std::size_t bytes);
+  /// `height` rows of `width` bytes, row r from src + r * src_pitch to dst + r * dst_pitch,
+  /// ordered on `stream` (driver_pitched.cpp). With `stage_source` the rows are copied out of
+  /// `src` into a buffer owned by the queued operation before this returns, so the caller may
+  /// reuse `src` at once (a host source); without it `src` is read when the copy runs.
+  void copy_2d(std::uint64_t stream, void* dst, std::size_t dst_pitch, const void* src,
+               std::size_t src_pitch, std::size_t width, std::size_t height, bool stage_source);
   /// memset(dst, value, bytes), ordered on `stream`.
   void fill(std::uint64_t stream, void* dst, std::uint8_t value, std::size_t bytes);
   /// Runs `kernel` once per block of `grid` (see the class comment); returns when all ran.
@@ -135,9 +141,10 @@ class Executor {
   struct Handoff;
   struct Capture;
   struct Stream;
+  struct Pitched;  // a 2D copy's rows (driver_pitched.cpp)
   /// One queued operation of a stream.
   struct Item {
-    enum class Kind { copy, fill, handoff, mark, wait } kind;
+    enum class Kind { copy, fill, handoff, mark, wait, copy_2d } kind;
     void* dst;
     const void* src;
     std::size_t bytes;
@@ -145,6 +152,7 @@ class Executor {
     Handoff* handoff;  // Kind::handoff: the launch waiting for its turn
     std::shared_ptr<Capture> capture = {};  // Kind::mark: completes it; Kind::wait: waits for it
     std::shared_ptr<const std::byte[]> staged = {};  // Kind::copy: owns src when it was staged
+    std::shared_ptr<const Pitched> pitched = {};  // Kind::copy_2d: the rows (and staged source)
   };
   /// One record of an event: completes when every stream share of it has drained (one for a
   /// record on a stream, one per busy stream for stream 0), then resumes the parked streams.
@@ -206,6 +214,7 @@ class Executor {
   /// The event's current capture (null: never recorded); Failure(INVALID_ARGUMENT) when unknown.
   std::shared_ptr<Capture> capture_of(std::uint64_t event, const char* op) const;
   static void run(const Item& item) noexcept;
+  static void run_2d(const Pitched& rows) noexcept;  // Kind::copy_2d
   static void help_grid(void* grid) noexcept;  // a pool job
   /// Runs blocks of `g` until none is left. A block that throws is recorded on the grid (the
   /// first one's message, later ones counted) and stops the grid: blocks not yet claimed are

@@ -71,6 +71,30 @@ BOOST_AUTO_TEST_CASE(per_minor_sizes_follow_the_list) {
   BOOST_TEST(gpuplug::abi::table_size_of_minor(99) == sizeof(gpuplug_plugin_v1));
 }
 
+#if GPUPLUG_ABI_VERSION_MINOR >= 3
+BOOST_AUTO_TEST_CASE(the_pitched_copies_are_optional_slots_of_1_3_with_a_per_row_default) {
+  for (const char* name : {"copy_h2d_2d_async", "copy_d2h_2d_async", "copy_d2d_2d_async"}) {
+    BOOST_TEST_CONTEXT(name) {
+      const gpuplug::abi::SlotInfo* s = gpuplug::abi::find_slot(name);
+      BOOST_TEST_REQUIRE(s != nullptr);
+      BOOST_TEST(s->minor == 3u);
+      BOOST_TEST((s->group == gpuplug::abi::SlotGroup::pitched));
+      BOOST_TEST((s->rule == gpuplug::abi::SlotRule::optional));
+      BOOST_TEST(s->when_absent.find("per row") != std::string_view::npos, s->when_absent);
+      BOOST_TEST(s->offset >= GPUPLUG_PLUGIN_V1_2_SIZE);
+      BOOST_TEST(s->end() <= GPUPLUG_PLUGIN_V1_3_SIZE);
+    }
+  }
+  BOOST_TEST(gpuplug::abi::table_size_of_minor(3) == GPUPLUG_PLUGIN_V1_3_SIZE);
+  // A table without them (every optional slot null) resolves them to the core's per-row path.
+  gpuplug_plugin_v1 t{};
+  const gpuplug::detail::OptionalSlots slots = gpuplug::detail::resolve_optional_slots(t, GPUPLUG_ABI_VERSION);
+  BOOST_TEST(slots.copy_h2d_2d_async == nullptr);
+  BOOST_TEST(slots.copy_d2h_2d_async == nullptr);
+  BOOST_TEST(slots.copy_d2d_2d_async == nullptr);
+}
+#endif
+
 BOOST_AUTO_TEST_CASE(every_required_slot_is_checked_by_name) {
   // A table with every slot set, then each required slot of the list null in turn: refused,
   // naming that slot; an optional slot null: accepted.

@@ -22,9 +22,10 @@
  *                   addresses from 0x200000000000, never reused; managed ones are their host
  *                   address, so the host may touch them), cuMemGetInfo's free bytes the total
  *                   minus what is live, cuPointerGetAttribute's device ordinal, range start and size;
- *     copies        cuMemcpyHtoD/DtoH/DtoD, their Async forms and cuMemsetD8(Async), done when
- *                   called; a device range that is not inside one live allocation (an unknown
- *                   or freed pointer, or a copy past the end) is CUDA_ERROR_INVALID_VALUE;
+ *     copies        cuMemcpyHtoD/DtoH/DtoD, their Async forms, cuMemcpy2DAsync and
+ *                   cuMemsetD8(Async), done when called; a device range that is not inside one
+ *                   live allocation (an unknown or freed pointer, or a copy past the end) is
+ *                   CUDA_ERROR_INVALID_VALUE, as is a 2D copy's pitch below its width;
  *     streams       cuStreamCreate/Destroy/Synchronize: work is complete when it is queued, so
  *                   a stream is a handle whose liveness every call taking one checks
  *                   (CUDA_ERROR_INVALID_HANDLE once destroyed);
@@ -54,7 +55,8 @@
  * For the tests (dlsym on the already-loaded fake): gpuplug_fake_cuda_primary_retains() counts
  * cuDevicePrimaryCtxRetain calls, gpuplug_fake_cuda_primary_refcount() is the retain count now;
  * gpuplug_fake_cuda_live_events(), _live_streams() and _live_allocations() count what is live
- * (module globals included), gpuplug_fake_cuda_launches() the launches that passed the checks;
+ * (module globals included), gpuplug_fake_cuda_launches() the launches that passed the checks,
+ * gpuplug_fake_cuda_copies_2d() the cuMemcpy2DAsync calls that copied;
  * cuCtxGetCurrent and cuCtxSetCurrent are exported under their own names, as libcuda does, so a
  * test can play an application with its own context (any non-null pointer will do).
  */
@@ -541,6 +543,76 @@ static fake_result memcpy_dtod_async(unsigned long long dst, unsigned long long 
                                      void* stream) {
   return copy(DTOD, dst, src, NULL, NULL, bytes, stream);
 }
+/* cuMemcpy2DAsync: CUDA_MEMCPY2D as cuda.h lays it out (memory types HOST 1, DEVICE 2, ARRAY 3,
+ * UNIFIED 4). Row r of WidthInBytes bytes is read at src + (srcY + r) * srcPitch + srcXInBytes and
+ * written likewise. As the driver does: a pitch below WidthInBytes, an array or unknown memory type,
+ * or a row not inside one live allocation is CUDA_ERROR_INVALID_VALUE, checked for every row
+ * before any is copied; width or height 0 copies nothing. */
+typedef struct fake_memcpy2d {
+  size_t srcXInBytes, srcY;
+  int srcMemoryType;
+  const void* srcHost;
+  unsigned long long srcDevice;
+  void* srcArray;
+  size_t srcPitch;
+  size_t dstXInBytes, dstY;
+  int dstMemoryType;
+  void* dstHost;
+  unsigned long long dstDevice;
+  void* dstArray;
+  size_t dstPitch;
+  size_t WidthInBytes, Height;
+} fake_memcpy2d;
+enum { FAKE_MEMORYTYPE_HOST = 1, FAKE_MEMORYTYPE_DEVICE = 2, FAKE_MEMORYTYPE_UNIFIED = 4 };
+/* Row `r` of one side, as host memory: a host pointer, or the bytes of a live allocation (NULL
+ * when the row is not inside one). Lock held. */
+static unsigned char* row_bytes(int type, const void* host, unsigned long long device, size_t x,
+                                size_t y, size_t pitch, size_t width, size_t r) {
+  const size_t offset = (y + r) * pitch + x;
+  if (type == FAKE_MEMORYTYPE_HOST) return host == NULL ? NULL : (unsigned char*)host + offset;
+  return device_bytes(device + offset, width);
+}
+static long long copies_2d; /* cuMemcpy2DAsync calls that copied */
+FAKE_EXPORT long long gpuplug_fake_cuda_copies_2d(void) {
+  return __atomic_load_n(&copies_2d, __ATOMIC_SEQ_CST);
+}
+static fake_result memcpy_2d_async(const fake_memcpy2d* m, void* stream) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  if (m == NULL) return FAKE_ERROR_INVALID_VALUE;
+  const int known_src = m->srcMemoryType == FAKE_MEMORYTYPE_HOST ||
+                        m->srcMemoryType == FAKE_MEMORYTYPE_DEVICE ||
+                        m->srcMemoryType == FAKE_MEMORYTYPE_UNIFIED;
+  const int known_dst = m->dstMemoryType == FAKE_MEMORYTYPE_HOST ||
+                        m->dstMemoryType == FAKE_MEMORYTYPE_DEVICE ||
+                        m->dstMemoryType == FAKE_MEMORYTYPE_UNIFIED;
+  if (!known_src || !known_dst) return FAKE_ERROR_INVALID_VALUE;
+  if (m->WidthInBytes == 0 || m->Height == 0) return check_stream(stream);
+  if (m->srcPitch < m->WidthInBytes || m->dstPitch < m->WidthInBytes)
+    return FAKE_ERROR_INVALID_VALUE;
+  fake_result result = FAKE_SUCCESS;
+  pthread_mutex_lock(&driver_lock);
+  if (!stream_is_live(stream)) {
+    result = FAKE_ERROR_INVALID_HANDLE;
+  } else {
+    for (size_t row = 0; row < m->Height && result == FAKE_SUCCESS; ++row) {
+      if (row_bytes(m->srcMemoryType, m->srcHost, m->srcDevice, m->srcXInBytes, m->srcY,
+                    m->srcPitch, m->WidthInBytes, row) == NULL ||
+          row_bytes(m->dstMemoryType, m->dstHost, m->dstDevice, m->dstXInBytes, m->dstY,
+                    m->dstPitch, m->WidthInBytes, row) == NULL)
+        result = FAKE_ERROR_INVALID_VALUE;
+    }
+    for (size_t row = 0; row < m->Height && result == FAKE_SUCCESS; ++row)
+      memmove(row_bytes(m->dstMemoryType, m->dstHost, m->dstDevice, m->dstXInBytes, m->dstY,
+                        m->dstPitch, m->WidthInBytes, row),
+              row_bytes(m->srcMemoryType, m->srcHost, m->srcDevice, m->srcXInBytes, m->srcY,
+                        m->srcPitch, m->WidthInBytes, row),
+              m->WidthInBytes);
+    if (result == FAKE_SUCCESS) __atomic_add_fetch(&copies_2d, 1, __ATOMIC_SEQ_CST);
+  }
+  pthread_mutex_unlock(&driver_lock);
+  return result;
+}
 static fake_result memset_d8_async(unsigned long long dst, unsigned char value, size_t bytes,
                                    void* stream) {
   const fake_result r = need_primary();
@@ -1022,6 +1094,7 @@ static const struct {
     {"cuMemcpyHtoDAsync", (void*)&memcpy_htod_async},
     {"cuMemcpyDtoHAsync", (void*)&memcpy_dtoh_async},
     {"cuMemcpyDtoDAsync", (void*)&memcpy_dtod_async},
+    {"cuMemcpy2DAsync", (void*)&memcpy_2d_async},
     {"cuMemsetD8", (void*)&memset_d8},
     {"cuMemsetD8Async", (void*)&memset_d8_async},
     {"cuCtxSynchronize", (void*)&ctx_synchronize},

@@ -648,3 +648,43 @@ BOOST_AUTO_TEST_CASE(fake_device_serves_a_workload_and_refuses_what_a_driver_ref
   BOOST_TEST(popped == primary);
   BOOST_TEST(release(0) == 0);
 }
+
+#if GPUPLUG_ABI_VERSION_MINOR >= 3
+// ABI 1.3 pitched 2D copies on the fake driver's device: one cuMemcpy2DAsync each (CUDA_MEMCPY2D
+// with the memory types of its direction), the gaps between rows untouched. Run by
+// test_cuda_plugin.fake_device_pitched (GPUPLUG_FAKE_CUDA=device); elsewhere it says so.
+BOOST_AUTO_TEST_CASE(pitched_copies_are_one_cu_memcpy_2d_async_each) {
+  const char* mode = std::getenv("GPUPLUG_FAKE_CUDA");
+  if (mode == nullptr || std::string_view(mode) != "device") {
+    BOOST_TEST_MESSAGE("skipped: needs GPUPLUG_FAKE_CUDA=device");
+    return;
+  }
+  BOOST_TEST_REQUIRE(probe().reason == GPUPLUG_PROBE_AVAILABLE, probe().message);
+  void* fake = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  BOOST_TEST_REQUIRE(fake != nullptr);
+  const auto copies = reinterpret_cast<long long (*)()>(dlsym(fake, "gpuplug_fake_cuda_copies_2d"));
+  BOOST_TEST_REQUIRE(copies != nullptr);
+  Instance dev;
+  std::uint64_t stream = 0;
+  dev.ok(dev.t.stream_create(dev.inst, &stream), "stream_create");
+  constexpr std::uint64_t pitch = 96, width = 50, rows = 7;
+  const std::uint64_t a = dev.alloc(pitch * rows), b = dev.alloc(pitch * rows);
+  std::vector<std::uint8_t> in(pitch * rows), out(pitch * rows, 0xCC);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::uint8_t>(i * 3);
+  dev.ok(dev.t.memset_d8(dev.inst, b, 0xEE, pitch * rows, stream), "memset_d8");
+  const long long before = copies();
+  dev.ok(dev.t.copy_h2d_2d_async(dev.inst, a, pitch, in.data(), pitch, width, rows, stream),
+         "copy_h2d_2d_async");
+  dev.ok(dev.t.copy_d2d_2d_async(dev.inst, b, pitch, a, pitch, width, rows, stream),
+         "copy_d2d_2d_async");
+  dev.ok(dev.t.copy_d2h_2d_async(dev.inst, out.data(), pitch, b, pitch, pitch, rows, stream),
+         "copy_d2h_2d_async");
+  dev.ok(dev.t.stream_synchronize(dev.inst, stream), "stream_synchronize");
+  BOOST_TEST(copies() - before == 3);
+  for (std::size_t i = 0; i < out.size(); ++i)
+    BOOST_TEST(out[i] == (i % pitch < width ? in[i] : 0xEE), "byte " << i);
+  dev.ok(dev.t.free(dev.inst, a), "free");
+  dev.ok(dev.t.free(dev.inst, b), "free");
+  dev.ok(dev.t.stream_destroy(dev.inst, stream), "stream_destroy");
+}
+#endif

@@ -144,6 +144,20 @@ BOOST_AUTO_TEST_CASE(a_gpubackend_name_reaches_its_slot) {
   gpu->free(p);
 }
 
+BOOST_AUTO_TEST_CASE(a_pitched_copy_slot_fails_by_name) {
+  Faulty f;
+  auto gpu = f.backend("copy_d2d_2d_async@2=device_error");
+  const DevicePtr a = gpu->alloc(256), b = gpu->alloc(256);
+  gpu->copy_d2d_2d_async(b, 64, a, 64, 32, 4, {});  // call 1 goes through
+  const Error e = error_of([&] { gpu->copy_d2d_2d_async(b, 64, a, 64, 32, 4, {}); },
+                           Status::device_error);
+  BOOST_TEST(e.operation() == "copy_d2d_2d_async");
+  BOOST_TEST(contains(e.message(), "injected fault: copy_d2d_2d_async call 2"), e.what());
+  gpu->synchronize();
+  gpu->free(a);
+  gpu->free(b);
+}
+
 BOOST_AUTO_TEST_CASE(every_nth_call_fails) {
   Faulty f;
   auto gpu = f.backend("alloc@every:3=out_of_memory");

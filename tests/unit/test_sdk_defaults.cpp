@@ -247,3 +247,62 @@ BOOST_AUTO_TEST_CASE(a_device_looks_up_its_ledger_and_modules) {
   BOOST_TEST(table().free(d.inst, a) == GPUPLUG_STATUS_SUCCESS);
   BOOST_TEST(!device.ledger().find(a).has_value());
 }
+
+#if GPUPLUG_ABI_VERSION_MINOR >= 3
+// ABI 1.3 pitched 2D copies: a device without 2D hooks gets one vendor async copy per row (each
+// here the async default: stream, then the synchronous copy), after the SDK's checks: the pitches,
+// each device side's whole span, the stream; a width or height of 0 reaches no hook.
+BOOST_AUTO_TEST_CASE(pitched_copies_default_to_one_async_copy_per_row_after_the_checks) {
+  Instance d;
+  std::uint64_t stream = 0;
+  BOOST_TEST_REQUIRE(table().stream_create(d.inst, &stream) == GPUPLUG_STATUS_SUCCESS);
+  constexpr std::uint64_t pitch = 8, width = 5, rows = 3;
+  std::uint64_t a = 0, b = 0;
+  BOOST_TEST_REQUIRE(table().alloc(d.inst, pitch * rows, "a", &a) == GPUPLUG_STATUS_SUCCESS);
+  BOOST_TEST_REQUIRE(table().alloc(d.inst, pitch * rows, "b", &b) == GPUPLUG_STATUS_SUCCESS);
+  std::array<std::uint8_t, pitch * rows> in{}, out{};
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::uint8_t>(i + 1);
+  BOOST_TEST(table().memset_d8(d.inst, b, 0, pitch * rows, 0) == GPUPLUG_STATUS_SUCCESS);
+  BOOST_TEST(table().copy_h2d_2d_async(d.inst, a, pitch, in.data(), pitch, width, rows, stream) ==
+                 GPUPLUG_STATUS_SUCCESS,
+             d.last_error());
+  BOOST_TEST(table().copy_d2d_2d_async(d.inst, b, pitch, a, pitch, width, rows, stream) ==
+                 GPUPLUG_STATUS_SUCCESS,
+             d.last_error());
+  BOOST_TEST(table().copy_d2h_2d_async(d.inst, out.data(), pitch, b, pitch, pitch, rows, stream) ==
+                 GPUPLUG_STATUS_SUCCESS,
+             d.last_error());
+  for (std::size_t i = 0; i < out.size(); ++i)
+    BOOST_TEST(out[i] == (i % pitch < width ? in[i] : 0), "byte " << i);
+  const std::string s = "stream_synchronize(" + std::to_string(stream) + ")";
+  std::vector<std::string> expected;
+  for (const char* copy : {"copy_h2d", "copy_d2d", "copy_d2h"})
+    for (std::uint64_t r = 0; r < rows; ++r) expected.insert(expected.end(), {s, copy});
+  BOOST_TEST(d.device().calls() == expected, boost::test_tools::per_element());
+
+  // Refused before any hook runs: a pitch below the width (naming the side), a last row past
+  // the allocation, a span that wraps, an unknown stream. Width or height 0: nothing at all.
+  BOOST_TEST(table().copy_d2d_2d_async(d.inst, b, width - 1, a, pitch, width, rows, stream) ==
+             GPUPLUG_STATUS_INVALID_ARGUMENT);
+  BOOST_TEST(contains(d.last_error(), "destination pitch 4 is below width 5"), d.last_error());
+  BOOST_TEST(table().copy_d2d_2d_async(d.inst, b, pitch, a, width - 1, width, rows, stream) ==
+             GPUPLUG_STATUS_INVALID_ARGUMENT);
+  BOOST_TEST(contains(d.last_error(), "source pitch 4 is below width 5"), d.last_error());
+  BOOST_TEST(table().copy_h2d_2d_async(d.inst, a + 1, pitch, in.data(), pitch, pitch, rows,
+                                       stream) == GPUPLUG_STATUS_INVALID_ARGUMENT);
+  BOOST_TEST(contains(d.last_error(), "copy_h2d_2d_async"), d.last_error());
+  BOOST_TEST(table().copy_d2h_2d_async(d.inst, out.data(), pitch, a, UINT64_MAX / 2, width, rows,
+                                       stream) == GPUPLUG_STATUS_INVALID_ARGUMENT);
+  BOOST_TEST(contains(d.last_error(), "wraps"), d.last_error());
+  BOOST_TEST(table().copy_d2d_2d_async(d.inst, b, pitch, a, pitch, width, rows, stream + 100) ==
+             GPUPLUG_STATUS_INVALID_ARGUMENT);
+  BOOST_TEST(table().copy_h2d_2d_async(d.inst, a, 0, nullptr, 0, 0, rows, stream + 100) ==
+             GPUPLUG_STATUS_SUCCESS);
+  BOOST_TEST(table().copy_d2d_2d_async(d.inst, b, pitch, a, pitch, width, 0, stream) ==
+             GPUPLUG_STATUS_SUCCESS);
+  BOOST_TEST(d.device().calls().size() == expected.size(), "a refused or empty 2D copy ran a hook");
+  BOOST_TEST(table().free(d.inst, a) == GPUPLUG_STATUS_SUCCESS);
+  BOOST_TEST(table().free(d.inst, b) == GPUPLUG_STATUS_SUCCESS);
+  BOOST_TEST(table().stream_destroy(d.inst, stream) == GPUPLUG_STATUS_SUCCESS);
+}
+#endif

@@ -90,6 +90,7 @@ BOOST_AUTO_TEST_CASE(every_call_is_written_with_its_arguments_and_summarized) {
     gpu->copy_h2d(p, host.data(), host.size());
     const gpuplug::Stream s = gpu->create_stream();
     gpu->memset(p, 0, 4096, s);
+    gpu->copy_h2d_2d_async(p, 128, host.data(), 64, 48, 10, s);  // 10 rows of 48 bytes
     gpu->synchronize(s);
     gpu->destroy_stream(s);
     BOOST_CHECK_THROW(gpu->free(gpuplug::DevicePtr{0x10}), gpuplug::Error);
@@ -99,6 +100,9 @@ BOOST_AUTO_TEST_CASE(every_call_is_written_with_its_arguments_and_summarized) {
   BOOST_TEST(contains(text, R"("name":"alloc","cat":"gpuplug","args":{"bytes":4096,)"), text);
   BOOST_TEST(contains(text, R"("site":"weights")"), text);
   BOOST_TEST(contains(text, R"("name":"copy_h2d")"), text);
+  BOOST_TEST(contains(text, R"("name":"copy_h2d_2d_async","cat":"gpuplug","args":{"device_ptr":")"),
+             text);
+  BOOST_TEST(contains(text, R"("bytes":480)"), text);
   BOOST_TEST(contains(text, R"j("name":"free (failed)")j"), text);
   BOOST_TEST(contains(text, R"("status":"invalid_argument")"), text);
   BOOST_TEST(contains(text, R"("name":"thread_name")"), text);

@@ -212,6 +212,27 @@ BOOST_AUTO_TEST_CASE(copies_inside_an_allocation_pass_and_past_its_end_are_refus
   v.gpu->free(p);
 }
 
+BOOST_AUTO_TEST_CASE(pitched_copies_check_each_device_sides_span) {
+  Validated v;
+  const DevicePtr p = v.gpu->alloc(1000, "tiles");
+  std::vector<std::uint8_t> host(1000, 3);
+  // 10 rows of 60 bytes, 100 apart: the span is 960 bytes, inside from p, past the end from p + 100.
+  v.gpu->copy_h2d_2d_async(p, 100, host.data(), 100, 60, 10, {});
+  refused([&] { v.gpu->copy_h2d_2d_async(p + 100, 100, host.data(), 100, 60, 10, {}); },
+          "copy_h2d_2d_async",
+          hex(p.value + 100) + " + 960 bytes runs past the end of its allocation");
+  const DevicePtr q = v.gpu->alloc(64, "freed_tiles");
+  v.gpu->free(q);
+  refused([&] { v.gpu->copy_d2d_2d_async(p, 100, q, 8, 8, 4, {}); }, "copy_d2d_2d_async",
+          "source " + hex(q.value) + " was freed (allocated by freed_tiles");
+  refused([&] { v.gpu->copy_d2d_2d_async(q, 8, p, 100, 8, 4, {}); }, "copy_d2d_2d_async",
+          "destination " + hex(q.value) + " was freed");
+  refused([&] { v.gpu->copy_d2h_2d_async(host.data(), 100, q, 8, 8, 4, {}); },
+          "copy_d2h_2d_async", hex(q.value) + " was freed");
+  v.gpu->synchronize();
+  v.gpu->free(p);
+}
+
 BOOST_AUTO_TEST_CASE(a_zero_byte_allocation_holds_zero_bytes) {
   Validated v;
   const DevicePtr p = v.gpu->alloc(0, "empty");

@@ -97,7 +97,13 @@
 #if GPUPLUG_ABI_VERSION_MINOR >= 3
 #define GPUPLUG_ABI_SLOTS_1_3(X, P)                                                                \
   X(P, copy_h2d_async_retained, 3, instance, copies, optional,                                     \
-    "copy_h2d_async, which stages the source")
+    "copy_h2d_async, which stages the source")                                                     \
+  X(P, copy_h2d_2d_async, 3, instance, pitched, optional,                                         \
+    "the core issues one copy_h2d_async per row")                                                  \
+  X(P, copy_d2h_2d_async, 3, instance, pitched, optional,                                         \
+    "the core issues one copy_d2h_async per row")                                                  \
+  X(P, copy_d2d_2d_async, 3, instance, pitched, optional,                                         \
+    "the core issues one copy_d2d_async per row")
 #else
 #define GPUPLUG_ABI_SLOTS_1_3(X, P)
 #endif

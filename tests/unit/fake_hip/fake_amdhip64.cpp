@@ -14,7 +14,8 @@
 // test can see the parameters arrive; any other launch only checks its configuration. Built with
 // -DGPUPLUG_FAKE_HIP_TOO_OLD it lacks hipModuleGetGlobal, like a runtime too old for the plugin;
 // with -DGPUPLUG_FAKE_HIP_NO_EVENTS it lacks the event entry points (the plugin must still load).
-// hipMemcpyPeerAsync and hipHostMalloc/hipHostFree count their calls for the peer copy tests.
+// hipMemcpyPeerAsync and hipHostMalloc/hipHostFree count their calls for the peer copy tests,
+// hipMemcpy2DAsync its copies for the pitched copy tests.
 // Events: work completes when it is queued here, so a recorded event is complete at once; its
 // time is the steady clock at hipEventRecord. Events, like streams, belong to the device current
 // when they were made, and a destroyed or unknown event is hipErrorInvalidHandle.
@@ -76,6 +77,7 @@ struct State {
   std::set<Module*> modules;
   std::size_t live[kDevices] = {};
   std::size_t peer_copies = 0;  // hipMemcpyPeerAsync calls that copied (for the tests)
+  std::size_t copies_2d = 0;    // hipMemcpy2DAsync calls that copied (for the tests)
   std::set<void*> pinned;       // hipHostMalloc'd memory not yet freed
   std::size_t pinned_allocs = 0;
 };
@@ -257,6 +259,32 @@ hipError_t hipMemcpyAsync(void* dst, const void* src, size_t bytes, hipMemcpyKin
   if ((dst_device && !owned(dst, bytes)) || (src_device && !owned(src, bytes)))
     return hipErrorInvalidValue;
   std::memmove(dst, src, bytes);
+  return hipSuccess;
+}
+// As HIP's runtime: width or height 0 copies nothing; a pitch below the width is
+// hipErrorInvalidPitchValue; every row of a device side must lie in an allocation of the current
+// device (hipErrorInvalidValue), checked for all rows before any is copied.
+hipError_t hipMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                            size_t height, hipMemcpyKind kind, hipStream_t stream) {
+  std::lock_guard lock(state().mutex);
+  if (!stream_ok(stream)) return hipErrorInvalidHandle;
+  if (width == 0 || height == 0) return hipSuccess;
+  if (dpitch < width || spitch < width) return hipErrorInvalidPitchValue;
+  if (kind != hipMemcpyHostToDevice && kind != hipMemcpyDeviceToHost &&
+      kind != hipMemcpyDeviceToDevice && kind != hipMemcpyHostToHost)
+    return hipErrorInvalidMemcpyDirection;
+  if (dst == nullptr || src == nullptr) return hipErrorInvalidValue;
+  const bool dst_device = kind == hipMemcpyHostToDevice || kind == hipMemcpyDeviceToDevice;
+  const bool src_device = kind == hipMemcpyDeviceToHost || kind == hipMemcpyDeviceToDevice;
+  auto* to = static_cast<char*>(dst);
+  const auto* from = static_cast<const char*>(src);
+  for (size_t r = 0; r < height; ++r) {
+    if ((dst_device && !owned(to + r * dpitch, width)) ||
+        (src_device && !owned(from + r * spitch, width)))
+      return hipErrorInvalidValue;
+  }
+  for (size_t r = 0; r < height; ++r) std::memmove(to + r * dpitch, from + r * spitch, width);
+  ++state().copies_2d;
   return hipSuccess;
 }
 hipError_t hipMemcpy(void* dst, const void* src, size_t bytes, hipMemcpyKind kind) {
@@ -527,4 +555,8 @@ extern "C" __attribute__((visibility("default"))) std::size_t gpuplug_fake_hip_p
 extern "C" __attribute__((visibility("default"))) std::size_t gpuplug_fake_hip_pinned_live() {
   std::lock_guard lock(state().mutex);
   return state().pinned.size();
+}
+extern "C" __attribute__((visibility("default"))) std::size_t gpuplug_fake_hip_copies_2d() {
+  std::lock_guard lock(state().mutex);
+  return state().copies_2d;
 }

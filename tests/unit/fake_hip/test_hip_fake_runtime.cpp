@@ -551,3 +551,39 @@ BOOST_AUTO_TEST_CASE(native_handles_and_imports_on_the_fake, *full_fake()) {
   gpu->free(mine);
   owner->free(theirs);
 }
+
+#if GPUPLUG_ABI_VERSION_MINOR >= 3
+// ABI 1.3 pitched 2D copies: each is one hipMemcpy2DAsync with the kind of its direction (the
+// fake counts them and refuses a device row outside the current device's allocations), the
+// gaps between rows untouched.
+BOOST_AUTO_TEST_CASE(pitched_copies_are_one_hip_memcpy_2d_async_each, *full_fake()) {
+  BOOST_TEST_REQUIRE(probe().reason == GPUPLUG_PROBE_AVAILABLE);
+  void* fake = dlopen("libamdhip64.so", RTLD_NOW | RTLD_NOLOAD);
+  BOOST_TEST_REQUIRE(fake != nullptr);
+  const auto copies =
+      reinterpret_cast<std::size_t (*)()>(dlsym(fake, "gpuplug_fake_hip_copies_2d"));
+  BOOST_TEST_REQUIRE(copies != nullptr);
+  Instance dev(1);
+  std::uint64_t stream = 0;
+  dev.ok(dev.t.stream_create(dev.inst, &stream), "stream_create");
+  constexpr std::uint64_t pitch = 64, width = 40, rows = 8;
+  const std::uint64_t a = dev.alloc(pitch * rows), b = dev.alloc(pitch * rows);
+  std::vector<std::uint8_t> in(pitch * rows), out(pitch * rows, 0xCC);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::uint8_t>(i);
+  dev.ok(dev.t.memset_d8(dev.inst, b, 0xEE, pitch * rows, stream), "memset_d8");
+  const std::size_t before = copies();
+  dev.ok(dev.t.copy_h2d_2d_async(dev.inst, a, pitch, in.data(), pitch, width, rows, stream),
+         "copy_h2d_2d_async");
+  dev.ok(dev.t.copy_d2d_2d_async(dev.inst, b, pitch, a, pitch, width, rows, stream),
+         "copy_d2d_2d_async");
+  dev.ok(dev.t.copy_d2h_2d_async(dev.inst, out.data(), pitch, b, pitch, pitch, rows, stream),
+         "copy_d2h_2d_async");
+  dev.ok(dev.t.stream_synchronize(dev.inst, stream), "stream_synchronize");
+  BOOST_TEST(copies() - before == 3u);
+  for (std::size_t i = 0; i < out.size(); ++i)
+    BOOST_TEST(out[i] == (i % pitch < width ? in[i] : 0xEE), "byte " << i);
+  dev.ok(dev.t.free(dev.inst, a), "free");
+  dev.ok(dev.t.free(dev.inst, b), "free");
+  dev.ok(dev.t.stream_destroy(dev.inst, stream), "stream_destroy");
+}
+#endif
