@@ -334,8 +334,12 @@ DeviceInfo to_device_info(const gpuplug_device_info_t& d) {
 }
 
 LedgerStats to_ledger_stats(const gpuplug_ledger_stats_t& s) noexcept {
-  return LedgerStats{s.live_bytes,         s.live_count,   s.peak_bytes,
-                     s.live_managed_bytes, s.total_allocs, s.total_frees};
+  LedgerStats out{s.live_bytes,         s.live_count,   s.peak_bytes,
+                  s.live_managed_bytes, s.total_allocs, s.total_frees};
+  // ABI 1.3's field, only when the struct_size the plugin wrote back covers it (an older plugin
+  // leaves the caller's size and the zeroed field).
+  if (s.struct_size >= GPUPLUG_LEDGER_STATS_V1_3_SIZE) out.live_pinned_bytes = s.live_pinned_bytes;
+  return out;
 }
 
 LogLevel to_log_level(gpuplug_log_level_t level) noexcept {

@@ -14,6 +14,7 @@
 #include "gpuplug/support/regular_file.hpp"
 #include "gpuplug/support/text.hpp"
 #include "ledger.hpp"
+#include "mapped_set.hpp"
 #include "module_registry.hpp"
 #include "plugin_sdk.hpp"
 
@@ -51,7 +52,8 @@ Device::Device(const DeviceConfig& config)
       modules_(std::make_unique<ModuleRegistry>(*this, config.module_search_path)),
       events_(std::make_unique<EventSet>()),
       errors_(std::make_unique<ErrorSlots>()),
-      pinned_(std::make_unique<PinnedSet>()) {}
+      pinned_(std::make_unique<PinnedSet>()),
+      mapped_(std::make_unique<MappedSet>()) {}
 
 Device::~Device() = default;
 
@@ -210,8 +212,12 @@ void Device::synchronize_or_warn(const char* op) noexcept {
 
 SweepResult Device::sweep_allocations() noexcept {
   // Imported ranges leave the ledger with the rest; their memory is their owner's to free.
+  // Mapped host memory goes back through its own free.
   return ledger_->sweep([this](std::uint64_t ptr, gpuplug_alloc_kind_t kind) {
-    if (kind != alloc_external) vendor_free(ptr, kind);
+    if (kind == alloc_kind_pinned)
+      free_swept_mapped(ptr);
+    else if (kind != alloc_external)
+      vendor_free(ptr, kind);
   });
 }
 

@@ -147,4 +147,15 @@ gpuplug_status_t transfer(gpuplug_instance_t inst, const Transfer& t, Call&& cal
   });
 }
 
+// ABI 1.3 mapped host memory and host addresses (mapped_slots.cpp); only a 1.3 table points to
+// them (the slot list fills them by name).
+gpuplug_status_t slot_alloc_host_mapped(gpuplug_instance_t inst, std::uint64_t bytes,
+                                        const char* site, void** host,
+                                        std::uint64_t* device) noexcept;
+gpuplug_status_t slot_free_host_mapped(gpuplug_instance_t inst, void* host) noexcept;
+gpuplug_status_t slot_host_ptr_to_device(gpuplug_instance_t inst, const void* host,
+                                         std::uint64_t* device) noexcept;
+gpuplug_status_t slot_host_address(gpuplug_instance_t inst, std::uint64_t ptr,
+                                   void** out) noexcept;
+
 }  // namespace gpuplug::sdk::detail

@@ -10,6 +10,15 @@ namespace gpuplug::sdk::detail {
 
 namespace {
 
+// The struct of ABI 1.0 (later minors append fields): the least ledger_stats accepts.
+#ifdef GPUPLUG_LEDGER_STATS_V1_0_SIZE
+constexpr std::size_t ledger_stats_min_size = GPUPLUG_LEDGER_STATS_V1_0_SIZE;
+#else
+constexpr std::size_t ledger_stats_min_size = sizeof(gpuplug_ledger_stats_t);
+#endif
+
+// Writes the fields the caller's struct_size covers (ABI 1.3 appended live_pinned_bytes) and
+// says how much in struct_size; check_out_struct has refused less than the 1.0 struct.
 void fill_stats(gpuplug_ledger_stats_t& out, const LedgerCounters& c) noexcept {
   out.reserved = 0;
   out.live_bytes = c.live_bytes;
@@ -18,6 +27,14 @@ void fill_stats(gpuplug_ledger_stats_t& out, const LedgerCounters& c) noexcept {
   out.live_managed_bytes = c.live_managed_bytes;
   out.total_allocs = c.total_allocs;
   out.total_frees = c.total_frees;
+#if GPUPLUG_ABI_VERSION_MINOR >= 3
+  if (out.struct_size >= GPUPLUG_LEDGER_STATS_V1_3_SIZE) {
+    out.live_pinned_bytes = c.live_pinned_bytes;
+    out.struct_size = GPUPLUG_LEDGER_STATS_V1_3_SIZE;
+  }
+#else
+  (void)c.live_pinned_bytes;
+#endif
 }
 
 // ---- instance slots ----------------------------------------------------------------------------
@@ -298,7 +315,7 @@ gpuplug_status_t slot_launch(gpuplug_instance_t inst, std::uint64_t function, gp
 
 gpuplug_status_t slot_ledger_stats(gpuplug_instance_t inst, gpuplug_ledger_stats_t* out) noexcept {
   return guarded(inst, "ledger_stats", [&](Device& d) {
-    check_out_struct("ledger_stats", out);
+    check_out_struct("ledger_stats", out, ledger_stats_min_size);
     fill_stats(*out, DeviceAccess::ledger(d).counters());
   });
 }
@@ -316,7 +333,7 @@ std::size_t slot_ledger_report(gpuplug_instance_t inst, std::uint32_t top_n, cha
 gpuplug_status_t slot_sweep_unreleased(gpuplug_instance_t inst,
                                        gpuplug_ledger_stats_t* swept) noexcept {
   return guarded(inst, "sweep_unreleased", [&](Device& d) {
-    if (swept != nullptr) check_out_struct("sweep_unreleased", swept);
+    if (swept != nullptr) check_out_struct("sweep_unreleased", swept, ledger_stats_min_size);
     const SweepResult r = DeviceAccess::sweep_unreleased(d);
     if (swept != nullptr) {
       // live_* describe what was swept; total_frees counts the vendor frees that succeeded.
@@ -324,6 +341,7 @@ gpuplug_status_t slot_sweep_unreleased(gpuplug_instance_t inst,
       c.live_bytes = r.bytes;
       c.live_count = r.count;
       c.live_managed_bytes = r.managed_bytes;
+      c.live_pinned_bytes = r.pinned_bytes;
       c.total_frees = r.count - r.failed;
       fill_stats(*swept, c);
     }

@@ -94,8 +94,20 @@
 #define GPUPLUG_ABI_SLOTS_1_2(X, P)
 #endif
 
+#if GPUPLUG_ABI_VERSION_MINOR >= 3
+#define GPUPLUG_ABI_SLOTS_1_3(X, P)                                                                \
+  X(P, alloc_host_mapped, 3, instance, mapped, together, "UNSUPPORTED")                            \
+  X(P, free_host_mapped, 3, instance, mapped, together, "UNSUPPORTED")                             \
+  X(P, host_ptr_to_device, 3, instance, mapped, together, "UNSUPPORTED")                           \
+  X(P, host_address, 3, instance, memory, optional,                                                \
+    "the core returns the pointer itself for managed memory (the ledger snapshot says which)")
+#else
+#define GPUPLUG_ABI_SLOTS_1_3(X, P)
+#endif
+
 /// Every slot the abi.h in use has, in table order.
-#define GPUPLUG_ABI_SLOTS(X, P) \
-  GPUPLUG_ABI_SLOTS_1_0(X, P) GPUPLUG_ABI_SLOTS_1_1(X, P) GPUPLUG_ABI_SLOTS_1_2(X, P)
+#define GPUPLUG_ABI_SLOTS(X, P)                                                     \
+  GPUPLUG_ABI_SLOTS_1_0(X, P) GPUPLUG_ABI_SLOTS_1_1(X, P) GPUPLUG_ABI_SLOTS_1_2(X, P) \
+  GPUPLUG_ABI_SLOTS_1_3(X, P)
 
 #endif /* GPUPLUG_SUPPORT_ABI_SLOT_ROWS_H */

@@ -43,6 +43,7 @@ enum class SlotGroup {
   interop,
   peer,
   pinned,
+  mapped,
 };
 
 /// One row of GPUPLUG_ABI_SLOTS, with the slot's place in the table.
@@ -131,6 +132,7 @@ constexpr std::string_view group_name(SlotGroup group) noexcept {
     case SlotGroup::interop: return "interop";
     case SlotGroup::peer: return "peer";
     case SlotGroup::pinned: return "pinned";
+    case SlotGroup::mapped: return "mapped";
   }
   return "?";
 }
@@ -174,6 +176,10 @@ static_assert(table_size_of_minor(1) == GPUPLUG_PLUGIN_V1_1_SIZE,
 #ifdef GPUPLUG_PLUGIN_V1_2_SIZE
 static_assert(table_size_of_minor(2) == GPUPLUG_PLUGIN_V1_2_SIZE,
               "GPUPLUG_PLUGIN_V1_2_SIZE must end at the last slot of minor 2");
+#endif
+#ifdef GPUPLUG_PLUGIN_V1_3_SIZE
+static_assert(table_size_of_minor(3) == GPUPLUG_PLUGIN_V1_3_SIZE,
+              "GPUPLUG_PLUGIN_V1_3_SIZE must end at the last slot of minor 3");
 #endif
 
 }  // namespace gpuplug::abi
