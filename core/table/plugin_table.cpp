@@ -150,11 +150,25 @@ gpuplug_status_t default_import_stream(const PluginBackend& b, void*, std::uint6
   unsupported(b, "import_stream");
 }
 
+// ABI 1.3 mapped host memory: a plugin without the three slots has none.
+gpuplug_status_t default_alloc_host_mapped(const PluginBackend& b, std::uint64_t, const char*,
+                                           void**, std::uint64_t*) {
+  unsupported(b, "alloc_host_pinned");
+}
+gpuplug_status_t default_free_host_mapped(const PluginBackend& b, void*) {
+  unsupported(b, "free_host_pinned");
+}
+gpuplug_status_t default_host_ptr_to_device(const PluginBackend& b, const void*,
+                                            std::uint64_t*) {
+  unsupported(b, "host_ptr_to_device");
+}
+
 // Defaults that leave the slot null: the caller takes another path (see OptionalSlots).
 constexpr std::nullptr_t default_ledger_snapshot = nullptr;
 constexpr std::nullptr_t default_copy_peer_async = nullptr;
 constexpr std::nullptr_t default_host_alloc_pinned = nullptr;
 constexpr std::nullptr_t default_host_free_pinned = nullptr;
+constexpr std::nullptr_t default_host_address = nullptr;  // PluginBackend::host_address asks the ledger
 
 // A plugin without load_module_file (older than the slot, or one that keeps it null): the core
 // reads the file and hands the plugin the bytes.
