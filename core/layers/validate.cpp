@@ -18,68 +18,20 @@
 #include <vector>
 
 #include "layers/layer_support.hpp"
+#include "layers/validate_handles.hpp"
+#include "layers/validate_mapped.hpp"
 #include "layers/validate_memory.hpp"
 
 namespace gpuplug::detail {
 
 namespace {
 
+using layers::HandleSet;
+using layers::kRecentCapacity;
 using layers::LayerBase;
+using layers::MappedRecord;
 using layers::MemoryRecord;
 using support::hex;
-
-/// How many destroyed streams and events, and functions of unloaded modules, each backend
-/// remembers to name in a message (the oldest are forgotten: then "not created on this backend").
-constexpr std::size_t kRecentCapacity = 4096;
-
-/// A set of handles that remembers only the last kRecentCapacity inserted.
-class RecentHandles {
- public:
-  void insert(std::uint64_t h) {
-    if (!set_.insert(h).second) return;
-    order_.push_back(h);
-    if (order_.size() > kRecentCapacity) {
-      set_.erase(order_.front());
-      order_.pop_front();
-    }
-  }
-  /// A handle made again (the plugin reuses values) is no longer "destroyed".
-  void erase(std::uint64_t h) {
-    if (set_.erase(h) != 0) std::erase(order_, h);
-  }
-  bool contains(std::uint64_t h) const { return set_.contains(h); }
-
- private:
-  std::unordered_set<std::uint64_t> set_;
-  std::deque<std::uint64_t> order_;  // oldest first; the same handles as set_
-};
-
-/// The streams or the events of one backend: the live ones, and the recently destroyed ones to
-/// name in a message. Not thread-safe: the layer holds its handles mutex.
-class HandleSet {
- public:
-  explicit HandleSet(const char* kind) : kind_(kind) {}
-  void created(std::uint64_t h) {
-    live_.insert(h);
-    destroyed_.erase(h);
-  }
-  void destroyed(std::uint64_t h) {
-    if (live_.erase(h) != 0) destroyed_.insert(h);
-  }
-  /// Why `h` is no live handle of this backend; empty when it is.
-  std::string check(std::uint64_t h) const {
-    if (live_.contains(h)) return {};
-    const std::string name = std::string(kind_) + " " + std::to_string(h);
-    if (destroyed_.contains(h)) return name + " was destroyed";
-    return name + " was not created on this backend (another backend's, or never created)";
-  }
-  const std::unordered_set<std::uint64_t>& live() const noexcept { return live_; }
-
- private:
-  const char* kind_;  // "stream", "event"
-  std::unordered_set<std::uint64_t> live_;
-  RecentHandles destroyed_;
-};
 
 /// A kernel handle get_function returned on this backend.
 struct Function {
@@ -167,6 +119,46 @@ class ValidateLayer final : public LayerBase {
     if (auto why = memory_.check_range(ptr, 0, ""); !why.empty()) return refuse(why);
     return call_next<&gpuplug_plugin_v1::native_pointer>(ptr, out);
   }
+  // Mapped host memory (ABI 1.3): its device range is memory of the backend like an
+  // allocation's; its host pointers are checked against MappedRecord.
+  gpuplug_status_t alloc_host_mapped(std::uint64_t bytes, const char* site, void** host,
+                                     std::uint64_t* device) {
+    using P = gpuplug_plugin_v1;
+    const gpuplug_status_t st = call_next<&P::alloc_host_mapped>(bytes, site, host, device);
+    if (st != GPUPLUG_STATUS_SUCCESS) return st;
+    try {
+      memory_.allocated(*device, bytes, site, false);
+      mapped_.added(address_of(*host), *device, bytes);
+    } catch (...) {
+      call_next<&P::free_host_mapped>(*host);
+      throw;
+    }
+    return st;
+  }
+  gpuplug_status_t free_host_mapped(void* host) {
+    if (host == nullptr) return call_next<&gpuplug_plugin_v1::free_host_mapped>(host);
+    std::string why;
+    const std::optional<std::uint64_t> device = mapped_.device_of_start(address_of(host), why);
+    if (!device) return refuse("free_host_mapped: " + why);
+    std::optional<MemoryRecord::Taken> taken = memory_.take(*device, why);
+    const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::free_host_mapped>(host);
+    if (st == GPUPLUG_STATUS_SUCCESS) {
+      mapped_.removed(address_of(host));
+      if (taken) memory_.freed(std::move(*taken));
+    } else if (taken) {
+      memory_.restore(std::move(*taken));
+    }
+    return st;
+  }
+  gpuplug_status_t host_ptr_to_device(const void* host, std::uint64_t* device) {
+    if (auto why = mapped_.check_inside(address_of(host)); !why.empty())
+      return refuse("host_ptr_to_device: " + why);
+    return call_next<&gpuplug_plugin_v1::host_ptr_to_device>(host, device);
+  }
+  gpuplug_status_t host_address(std::uint64_t ptr, void** out) {
+    if (auto why = memory_.check_range(ptr, 0, ""); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::host_address>(ptr, out);
+  }
   gpuplug_status_t copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) {
     if (auto why = memory_.check_range(dst, bytes, ""); !why.empty()) return refuse(why);
     return call_next<&gpuplug_plugin_v1::copy_h2d>(dst, src, bytes);
@@ -213,7 +205,10 @@ class ValidateLayer final : public LayerBase {
   }
   gpuplug_status_t sweep_unreleased(gpuplug_ledger_stats_t* swept) {
     const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::sweep_unreleased>(swept);
-    if (st == GPUPLUG_STATUS_SUCCESS) memory_.swept();
+    if (st == GPUPLUG_STATUS_SUCCESS) {
+      memory_.swept();
+      mapped_.swept();
+    }
     return st;
   }
 
@@ -406,7 +401,12 @@ class ValidateLayer final : public LayerBase {
     return it->second.module + "::" + it->second.func;
   }
 
+  static std::uint64_t address_of(const void* p) noexcept {
+    return reinterpret_cast<std::uintptr_t>(p);
+  }
+
   MemoryRecord memory_;
+  MappedRecord mapped_;
   // Streams, events and kernel handles of this backend: few, so one mutex.
   mutable std::mutex handles_mutex_;
   HandleSet streams_{"stream"};
@@ -470,6 +470,10 @@ gpuplug_plugin_v1 make_table() noexcept {
   GPUPLUG_VALIDATE_SLOT(import_stream)
   GPUPLUG_VALIDATE_SLOT(native_handles)
   GPUPLUG_VALIDATE_SLOT(native_pointer)
+  GPUPLUG_VALIDATE_SLOT(alloc_host_mapped)
+  GPUPLUG_VALIDATE_SLOT(free_host_mapped)
+  GPUPLUG_VALIDATE_SLOT(host_ptr_to_device)
+  GPUPLUG_VALIDATE_SLOT(host_address)
 #undef GPUPLUG_VALIDATE_SLOT
   return t;
 }
