@@ -84,7 +84,8 @@ namespace gpuplug::cuda {
   X(stream_wait_event, cuStreamWaitEvent)                   \
   X(memcpy_peer_async, cuMemcpyPeerAsync)                   \
   X(mem_host_alloc, cuMemHostAlloc)                         \
-  X(mem_free_host, cuMemFreeHost)
+  X(mem_free_host, cuMemFreeHost)                           \
+  X(mem_host_get_device_pointer, cuMemHostGetDevicePointer)
 
 /// The loaded driver: why it is (un)usable and its entry points.
 ///

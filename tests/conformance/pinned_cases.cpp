@@ -87,7 +87,7 @@ void pinned_is_zeroed_and_on_the_ledger(Context& ctx) {
   GPUPLUG_CHECK_EQ(after.total_frees, before.total_frees + 1);
 }
 
-void pinned_reached_by_kernels_copies_and_memset(Context& ctx) {
+void pinned_reached_by_kernels(Context& ctx) {
   GpuBackend& gpu = ctx.backend();
   require_mapped(gpu);
   constexpr std::uint32_t n = 1000;
@@ -104,6 +104,12 @@ void pinned_reached_by_kernels_copies_and_memset(Context& ctx) {
   for (std::uint32_t i = 0; i < n; ++i)
     GPUPLUG_CHECK_MSG(y.as<float>()[i] == want[i], "y[" << i << "] is " << y.as<float>()[i]
                                                         << " after axpy, expected " << want[i]);
+}
+
+void pinned_reached_by_copies_and_memset(Context& ctx) {
+  GpuBackend& gpu = ctx.backend();
+  require_mapped(gpu);
+  PinnedBuffer y(gpu, 4000);
   // memset and copies take the device address, and interior ones, like any allocation's.
   gpu.memset(y.device() + 16, 0xAB, 8);
   gpu.synchronize();
@@ -218,10 +224,14 @@ const Case cases[] = {
      "alloc_host_pinned is zeroed, on the ledger as kind pinned with its site, in live_count and "
      "live_pinned_bytes but not live_bytes",
      pinned_is_zeroed_and_on_the_ledger},
-    {"pinned_device_access",
-     "kernels, memset and copies reach mapped memory at host_ptr_to_device; the host sees their "
-     "writes after synchronize",
-     pinned_reached_by_kernels_copies_and_memset},
+    {"pinned_kernel_access",
+     "a kernel reads and writes mapped memory at host_ptr_to_device; the host sees its writes "
+     "after synchronize",
+     pinned_reached_by_kernels},
+    {"pinned_copy_memset",
+     "memset and copies take the device address of mapped memory (interior ones too); the host "
+     "sees their writes; an overrun is refused",
+     pinned_reached_by_copies_and_memset},
     {"pinned_offsets", "an offset host pointer maps to the same offset of the device address, "
                        "and host_address maps back",
      pinned_offsets_map_to_device_offsets},
