@@ -68,7 +68,8 @@ namespace gpuplug::hip {
   X(event_elapsed_time, hipEventElapsedTime)      \
   X(stream_wait_event, hipStreamWaitEvent)       \
   X(memcpy_peer_async, hipMemcpyPeerAsync)        \
-  X(host_free, hipHostFree)
+  X(host_free, hipHostFree)                       \
+  X(host_get_device_pointer, hipHostGetDevicePointer)
 
 // hipMalloc and hipMallocManaged are overloaded in C++ (template helpers in the header), so their
 // C signatures are spelled out; the static_cast checks them against the header's declaration.
