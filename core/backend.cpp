@@ -57,6 +57,11 @@ void GpuBackend::load_module_path(std::string_view name, const std::filesystem::
   load_module(name, *bytes);
 }
 
+void GpuBackend::copy_h2d_async_retained(DevicePtr dst, const void* src, std::size_t bytes,
+                                         Stream stream) {
+  copy_h2d_async(dst, src, bytes, stream);
+}
+
 // ---- events: the defaults of a backend without them (a plugin older than ABI 1.1 reports the
 // same through the core's default slots).
 

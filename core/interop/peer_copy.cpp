@@ -124,9 +124,10 @@ class DestinationQueue {
   void mark(std::size_t b) {
     if (events_[b]) gpu_.record(*events_[b], stream_);
   }
-  /// Queues the write of one chunk from buffer `b`.
+  /// Queues the write of one chunk from buffer `b`, which is not reused before wait_for(b):
+  /// retained, so neither staged nor waited for.
   void write(DevicePtr dst, const std::byte* from, std::size_t n, std::size_t b) {
-    gpu_.copy_h2d_async(dst, from, n, stream_);
+    gpu_.copy_h2d_async_retained(dst, from, n, stream_);
     mark(b);
   }
   /// Blocks until both slots' work has finished (an event never recorded is complete).

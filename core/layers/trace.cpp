@@ -118,7 +118,8 @@ class Trace final : public LayerBase {
     } else if constexpr (same_slot<Slot, &P::copy_d2h>) {
       e.a = arg(I1{});
       e.b = arg(I2{});
-    } else if constexpr (same_slot<Slot, &P::copy_h2d_async> || same_slot<Slot, &P::copy_d2d_async>) {
+    } else if constexpr (same_slot<Slot, &P::copy_h2d_async> || same_slot<Slot, &P::copy_d2d_async> ||
+                         same_slot<Slot, &P::copy_h2d_async_retained>) {
       e.a = arg(I0{});
       e.b = arg(I2{});
       e.stream = arg(I3{});

@@ -48,6 +48,7 @@ std::string describe_args(const Event& e, const KernelNames& names) {
       break;
     case slot_copy_h2d: case slot_copy_d2h: case slot_copy_d2d: case slot_copy_h2d_async:
     case slot_copy_d2h_async: case slot_copy_d2d_async: case slot_memset_d8:
+    case slot_copy_h2d_async_retained:
       add("device_ptr", hex(e.a));
       add("bytes", std::to_string(e.b), false);
       break;

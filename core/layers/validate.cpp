@@ -171,11 +171,13 @@ class ValidateLayer final : public LayerBase {
     if (auto why = check_d2d(dst, src, bytes); !why.empty()) return refuse(why);
     return call_next<&gpuplug_plugin_v1::copy_d2d>(dst, src, bytes);
   }
-  gpuplug_status_t copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
-                                  std::uint64_t stream) {
+  // copy_h2d_async and (ABI 1.3) copy_h2d_async_retained: the same checks.
+  template <auto Slot>
+  gpuplug_status_t copy_h2d_queued(std::uint64_t dst, const void* src, std::uint64_t bytes,
+                                   std::uint64_t stream) {
     if (auto why = memory_.check_range(dst, bytes, ""); !why.empty()) return refuse(why);
     if (auto why = check_stream(stream); !why.empty()) return refuse(why);
-    return call_next<&gpuplug_plugin_v1::copy_h2d_async>(dst, src, bytes, stream);
+    return call_next<Slot>(dst, src, bytes, stream);
   }
   gpuplug_status_t copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
                                   std::uint64_t stream) {
@@ -446,7 +448,11 @@ gpuplug_plugin_v1 make_table() noexcept {
   GPUPLUG_VALIDATE_SLOT(copy_h2d)
   GPUPLUG_VALIDATE_SLOT(copy_d2h)
   GPUPLUG_VALIDATE_SLOT(copy_d2d)
-  GPUPLUG_VALIDATE_SLOT(copy_h2d_async)
+  t.copy_h2d_async = &Thunk<&ValidateLayer::copy_h2d_queued<&gpuplug_plugin_v1::copy_h2d_async>>::call;
+#if GPUPLUG_ABI_VERSION_MINOR >= 3
+  t.copy_h2d_async_retained =
+      &Thunk<&ValidateLayer::copy_h2d_queued<&gpuplug_plugin_v1::copy_h2d_async_retained>>::call;
+#endif
   GPUPLUG_VALIDATE_SLOT(copy_d2h_async)
   GPUPLUG_VALIDATE_SLOT(copy_d2d_async)
   GPUPLUG_VALIDATE_SLOT(memset_d8)

@@ -35,7 +35,7 @@ PluginBackend::PluginBackend(std::shared_ptr<const boost::dll::shared_library> l
                              const Options& options, const LayerCatalog& layers)
     : library_(std::move(library)),
       table_(copy_table(table)),
-      optional_(resolve_optional_slots(table_)),
+      optional_(resolve_optional_slots(table_, table_.abi_version)),
       plugin_name_(table_.name),
       ordinal_(ordinal),
       name_(plugin_name_ + ":" + std::to_string(ordinal)),
@@ -69,9 +69,10 @@ PluginBackend::PluginBackend(std::shared_ptr<const boost::dll::shared_library> l
     }
     plugin_destroy_ = table_.destroy;
     plugin_instance_ = instance_;
+    const std::uint32_t plugin_abi_version = table_.abi_version;
     table_ = layers_->top_table();
     instance_ = layers_->top_instance();
-    optional_ = resolve_optional_slots(table_);
+    optional_ = resolve_optional_slots(table_, plugin_abi_version);
     validates_ = std::any_of(enabled.begin(), enabled.end(),
                              [](const auto& layer) {
                                return layer->name == "validate" && layer->origin == "built-in";
@@ -219,6 +220,12 @@ void PluginBackend::copy_d2d(DevicePtr dst, DevicePtr src, std::size_t bytes) {
 void PluginBackend::copy_h2d_async(DevicePtr dst, const void* src, std::size_t bytes,
                                    Stream stream) {
   check(optional_.copy_h2d_async(*this, dst.value, src, bytes, stream.value), "copy_h2d_async");
+}
+
+void PluginBackend::copy_h2d_async_retained(DevicePtr dst, const void* src, std::size_t bytes,
+                                            Stream stream) {
+  check(optional_.copy_h2d_async_retained(*this, dst.value, src, bytes, stream.value),
+        "copy_h2d_async_retained");
 }
 
 void PluginBackend::copy_d2h_async(void* dst, DevicePtr src, std::size_t bytes, Stream stream) {

@@ -51,6 +51,8 @@ class PluginBackend final : public GpuBackend {
   void copy_d2h(void* dst, DevicePtr src, std::size_t bytes) override;
   void copy_d2d(DevicePtr dst, DevicePtr src, std::size_t bytes) override;
   void copy_h2d_async(DevicePtr dst, const void* src, std::size_t bytes, Stream stream) override;
+  void copy_h2d_async_retained(DevicePtr dst, const void* src, std::size_t bytes,
+                               Stream stream) override;
   void copy_d2h_async(void* dst, DevicePtr src, std::size_t bytes, Stream stream) override;
   void copy_d2d_async(DevicePtr dst, DevicePtr src, std::size_t bytes, Stream stream) override;
   void memset(DevicePtr dst, std::uint8_t value, std::size_t bytes, Stream stream) override;

@@ -169,6 +169,17 @@ constexpr std::nullptr_t default_copy_peer_async = nullptr;
 constexpr std::nullptr_t default_host_alloc_pinned = nullptr;
 constexpr std::nullptr_t default_host_free_pinned = nullptr;
 constexpr std::nullptr_t default_host_address = nullptr;  // PluginBackend::host_address asks the ledger
+constexpr std::nullptr_t default_copy_h2d_async_retained = nullptr;  // resolved after the rest
+
+// copy_h2d_async of a plugin older than ABI 1.3, which may read the source after it returns:
+// the stream's work is waited for, so that the caller may reuse the source, as from 1.3 on.
+gpuplug_status_t copy_h2d_async_then_synchronize(const PluginBackend& b, std::uint64_t dst,
+                                                 const void* src, std::uint64_t bytes,
+                                                 std::uint64_t stream) {
+  const gpuplug_status_t st = b.table().copy_h2d_async(b.instance(), dst, src, bytes, stream);
+  if (st != GPUPLUG_STATUS_SUCCESS) return st;
+  return b.table().stream_synchronize(b.instance(), stream);
+}
 
 // A plugin without load_module_file (older than the slot, or one that keeps it null): the core
 // reads the file and hands the plugin the bytes.
@@ -292,7 +303,8 @@ std::optional<Refusal> check_required_slots(const gpuplug_plugin_v1& table) {
 }
 
 // The one place where optional slots are null-checked: every optional instance slot of the list.
-OptionalSlots resolve_optional_slots(const gpuplug_plugin_v1& t) noexcept {
+OptionalSlots resolve_optional_slots(const gpuplug_plugin_v1& t,
+                                     std::uint32_t plugin_abi_version) noexcept {
   OptionalSlots s{};
 #define GPUPLUG_RESOLVE(P, name, minor, side, group, rule, absent) GPUPLUG_RESOLVE_##side##_##rule(name)
 #define GPUPLUG_RESOLVE_plugin_required(name)
@@ -304,6 +316,11 @@ OptionalSlots resolve_optional_slots(const gpuplug_plugin_v1& t) noexcept {
                                              : default_##name;
 #define GPUPLUG_RESOLVE_instance_together(name) GPUPLUG_RESOLVE_instance_optional(name)
   GPUPLUG_ABI_SLOTS(GPUPLUG_RESOLVE, ~)
+  // Without a slot of its own, a retained copy is the plugin's copy_h2d_async: from 1.3 on it
+  // stages (which a retained source does not need, but allows); before, it never did.
+  if (s.copy_h2d_async_retained == nullptr) s.copy_h2d_async_retained = s.copy_h2d_async;
+  if (GPUPLUG_ABI_MINOR(plugin_abi_version) < 3 && offers(t, *abi::find_slot("copy_h2d_async")))
+    s.copy_h2d_async = &copy_h2d_async_then_synchronize;
   return s;
 }
 

@@ -89,7 +89,12 @@ struct OptionalSlots {
 };
 
 /// Thunks for the slots `table` fills, the defaults of abi.h for those it leaves null.
-OptionalSlots resolve_optional_slots(const gpuplug_plugin_v1& table) noexcept;
+/// `plugin_abi_version` is what the plugin itself declared (`table` may be a layer's, which
+/// declares this core's version): a plugin older than ABI 1.3 does not stage copy_h2d_async's
+/// source, so its copy_h2d_async is followed by a synchronize of the stream, and
+/// copy_h2d_async_retained is its copy_h2d_async as it is.
+OptionalSlots resolve_optional_slots(const gpuplug_plugin_v1& table,
+                                     std::uint32_t plugin_abi_version) noexcept;
 
 /// The C device description as the C++ API reports it (fixed-size strings read up to their NUL).
 DeviceInfo to_device_info(const gpuplug_device_info_t& raw);

@@ -47,7 +47,11 @@ extern "C" {
 #define GPUPLUG_ABI_MINOR(v) (((uint32_t)(v)) & 0xFFFFu)
 
 #define GPUPLUG_ABI_VERSION_MAJOR 1
+/* ABI 1.3 is provisional: it grows until CHANGELOG.md declares it released, and until then its
+ * slots may still change. A plugin built against a provisional 1.3 header is rebuilt against the
+ * released one; to a host of 1.2 it answers with its 1.2 table, which never changes. */
 #define GPUPLUG_ABI_VERSION_MINOR 3
+#define GPUPLUG_ABI_1_3_PROVISIONAL 1
 #define GPUPLUG_ABI_VERSION GPUPLUG_MAKE_VERSION(GPUPLUG_ABI_VERSION_MAJOR, GPUPLUG_ABI_VERSION_MINOR)
 
 /* The one exported symbol, resolved with boost::dll::shared_library::get. */
@@ -413,8 +417,21 @@ typedef struct gpuplug_plugin_v1 {
    * INVALID_ARGUMENT. */
   gpuplug_status_t (*host_free_pinned)(gpuplug_instance_t inst, void* ptr);
 
-  /* ---- ABI 1.3 (provisional: its slots may still change until 1.3 is released). Optional,
-   * read only from a table that declares 1.3 or later and whose struct_size covers them. */
+  /* ---- ABI 1.3 (provisional): what an engine's decode loop needs. All optional, read only from
+   * a table that declares 1.3 or later and whose struct_size covers them.
+   *
+   * From ABI 1.3 on, copy_h2d_async's source may be reused or freed as soon as the call returns,
+   * on every stream: a plugin that declares 1.3 copies (stages) pageable bytes before it returns
+   * where its copy reads them later, and for pinned memory it handed out, which a DMA engine
+   * reads directly, waits for the copy before it returns. A plugin of an older minor made no
+   * such promise: for it the core synchronizes the stream after the queued copy. */
+
+  /* Queues the copy of `bytes` from `src` to `dst` on `stream` without staging: the caller keeps
+   * `src` unchanged and alive until the stream has done the copy (a later synchronize of it, or
+   * an event recorded after it). Checks as copy_h2d_async. (optional) defaults to copy_h2d_async,
+   * which stages. */
+  gpuplug_status_t (*copy_h2d_async_retained)(gpuplug_instance_t inst, uint64_t dst, const void* src,
+                                              uint64_t bytes, uint64_t stream);
 
   /* ---- ABI 1.3: mapped host memory (docs/memory.md). Optional, as a group: a table without
    * all three has none, and the core refuses them with UNSUPPORTED naming the plugin. */
@@ -456,7 +473,7 @@ typedef struct gpuplug_plugin_v1 {
 #define GPUPLUG_PLUGIN_V1_1_SIZE (offsetof(gpuplug_plugin_v1, inspect_module) + sizeof(void*))
 /* The table of ABI 1.2. */
 #define GPUPLUG_PLUGIN_V1_2_SIZE (offsetof(gpuplug_plugin_v1, host_free_pinned) + sizeof(void*))
-/* The table of ABI 1.3 (provisional). */
+/* The table of ABI 1.3 (provisional: see GPUPLUG_ABI_1_3_PROVISIONAL). */
 #define GPUPLUG_PLUGIN_V1_3_SIZE (offsetof(gpuplug_plugin_v1, host_address) + sizeof(void*))
 
 /* The entry point every plugin exports (extern "C", default visibility). */

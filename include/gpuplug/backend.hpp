@@ -71,8 +71,17 @@ class GpuBackend {
   virtual void copy_h2d(DevicePtr dst, const void* src, std::size_t bytes) = 0;
   virtual void copy_d2h(void* dst, DevicePtr src, std::size_t bytes) = 0;
   virtual void copy_d2d(DevicePtr dst, DevicePtr src, std::size_t bytes) = 0;
-  /// Async copies are ordered on `stream`; the host buffer must stay valid until it is synchronized.
+  /// Async copies are ordered on `stream`. copy_h2d_async's source may be reused or freed as
+  /// soon as the call returns (a temporary is fine): the backend stages pageable memory where the
+  /// copy runs later, and waits for a copy from its own pinned memory (read by DMA) before it
+  /// returns; copy_h2d_async_retained does neither. copy_d2h_async's destination must stay valid
+  /// until the stream is synchronized.
   virtual void copy_h2d_async(DevicePtr dst, const void* src, std::size_t bytes, Stream stream) = 0;
+  /// copy_h2d_async without staging: `src` must stay unchanged and alive until the stream has
+  /// done the copy (a synchronize of it, or an event recorded after it completes). For a source
+  /// the caller keeps anyway, it saves a copy of the bytes. Default: copy_h2d_async.
+  virtual void copy_h2d_async_retained(DevicePtr dst, const void* src, std::size_t bytes,
+                                       Stream stream);
   virtual void copy_d2h_async(void* dst, DevicePtr src, std::size_t bytes, Stream stream) = 0;
   virtual void copy_d2d_async(DevicePtr dst, DevicePtr src, std::size_t bytes, Stream stream) = 0;
   /// Sets `bytes` bytes to `value`, ordered on `stream` (asynchronous).

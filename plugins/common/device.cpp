@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <limits>
+#include <map>
 #include <mutex>
-#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -39,8 +39,8 @@ std::string owner_name(const DeviceConfig& config) {
 
 /// The pinned host memory a device handed out and has not taken back.
 struct Device::PinnedSet {
-  std::mutex mutex;
-  std::set<void*> live;
+  mutable std::mutex mutex;
+  std::map<const std::byte*, std::uint64_t> live;  // base -> bytes
 };
 
 Device::Device(const DeviceConfig& config)
@@ -80,6 +80,10 @@ void Device::vendor_copy_h2d_async(std::uint64_t dst, const void* src, std::uint
                                    std::uint64_t stream) {
   vendor_stream_synchronize(stream);
   vendor_copy_h2d(dst, src, bytes);
+}
+void Device::vendor_copy_h2d_async_retained(std::uint64_t dst, const void* src,
+                                            std::uint64_t bytes, std::uint64_t stream) {
+  vendor_copy_h2d_async(dst, src, bytes, stream);
 }
 void Device::vendor_copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
                                    std::uint64_t stream) {
@@ -131,7 +135,7 @@ void* Device::alloc_pinned(std::uint64_t bytes) {
   if (p == nullptr) fail(GPUPLUG_STATUS_DEVICE_ERROR, "the vendor's pinned allocation returned null");
   try {
     std::lock_guard lock(pinned_->mutex);
-    pinned_->live.insert(p);
+    pinned_->live.emplace(static_cast<const std::byte*>(p), bytes);
   } catch (...) {
     vendor_host_free_pinned(p);
     throw;
@@ -142,12 +146,22 @@ void* Device::alloc_pinned(std::uint64_t bytes) {
 void Device::free_pinned(void* p) {
   {
     std::lock_guard lock(pinned_->mutex);
-    if (pinned_->live.erase(p) == 0)
+    if (pinned_->live.erase(static_cast<const std::byte*>(p)) == 0)
       fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
            "host_free_pinned: " + support::hex(reinterpret_cast<std::uintptr_t>(p)) +
                " is not pinned memory of " + owner_name(config_));
   }
   vendor_host_free_pinned(p);
+}
+
+bool Device::is_pinned(const void* p, std::uint64_t bytes) const noexcept {
+  const auto* begin = static_cast<const std::byte*>(p);
+  std::lock_guard lock(pinned_->mutex);
+  auto it = pinned_->live.upper_bound(begin);
+  if (it == pinned_->live.begin()) return false;
+  --it;
+  const auto offset = static_cast<std::uint64_t>(begin - it->first);
+  return offset <= it->second && bytes <= it->second - offset;
 }
 
 VendorModule Device::vendor_load_module_file(std::string_view name,
@@ -194,7 +208,7 @@ void Device::shutdown() noexcept {
     } catch (...) {
     }
   }
-  for (void* p : pinned_->live) vendor_host_free_pinned(p);
+  for (const auto& [p, bytes] : pinned_->live) vendor_host_free_pinned(const_cast<std::byte*>(p));
   pinned_->live.clear();
 }
 

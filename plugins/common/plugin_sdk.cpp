@@ -125,8 +125,23 @@ gpuplug_status_t slot_copy_h2d_async(gpuplug_instance_t inst, std::uint64_t dst,
                    .stream = &stream,
                    .device_dst = &dst,
                    .host_src = &src},
-                  [&](Device& d) { d.vendor_copy_h2d_async(dst, src, bytes, stream); });
+                  [&](Device& d) {
+                    d.vendor_copy_h2d_async(dst, src, bytes, stream);
+                    if (d.vendor_dma_reads_pinned() && d.is_pinned(src, bytes))
+                      d.vendor_stream_synchronize(stream);
+                  });
 }
+#if GPUPLUG_ABI_VERSION_MINOR >= 3
+gpuplug_status_t slot_copy_h2d_async_retained(gpuplug_instance_t inst, std::uint64_t dst,
+                                              const void* src, std::uint64_t bytes,
+                                              std::uint64_t stream) noexcept {
+  return transfer(
+      inst,
+      {.op = "copy_h2d_async_retained", .bytes = bytes, .stream = &stream, .device_dst = &dst,
+       .host_src = &src},
+      [&](Device& d) { d.vendor_copy_h2d_async_retained(dst, src, bytes, stream); });
+}
+#endif
 gpuplug_status_t slot_copy_d2h_async(gpuplug_instance_t inst, void* dst, std::uint64_t src,
                                      std::uint64_t bytes, std::uint64_t stream) noexcept {
   const void* host = dst;

@@ -225,8 +225,20 @@ class Device {
   // The async copies are optional, as their ABI slots are: the defaults do what abi.h states for
   // a null slot, vendor_stream_synchronize(stream) then the synchronous copy, which keeps stream
   // order at the price of blocking the host. Override them to queue the copy on the stream.
+  /// `src` may be reused as soon as the slot returns (ABI 1.3): a vendor whose copy reads pageable
+  /// memory later copies the bytes first (CUDA's and HIP's drivers do so themselves, so their
+  /// plugins pass the call through). Pinned memory is never staged: see vendor_dma_reads_pinned.
   virtual void vendor_copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
                                      std::uint64_t stream);
+  /// True when an async upload from this device's pinned memory (is_pinned) is read after the
+  /// hook returns, by a DMA engine (CUDA, HIP): the SDK then waits for the stream after
+  /// copy_h2d_async from pinned memory, so that its source is free at return as for any other;
+  /// copy_h2d_async_retained does not wait. Default: false (the vendor stages or copies at once).
+  virtual bool vendor_dma_reads_pinned() const noexcept { return false; }
+  /// The caller keeps `src` until the stream has done the copy: nothing to stage. Default:
+  /// vendor_copy_h2d_async.
+  virtual void vendor_copy_h2d_async_retained(std::uint64_t dst, const void* src,
+                                              std::uint64_t bytes, std::uint64_t stream);
   virtual void vendor_copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
                                      std::uint64_t stream);
   virtual void vendor_copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
@@ -360,6 +372,9 @@ class Device {
   /// is left (warning).
   void* alloc_pinned(std::uint64_t bytes);
   void free_pinned(void* p);
+  /// True when [p, p + bytes) lies in pinned memory this device handed out and has not freed
+  /// (what an async host-to-device copy need not stage). Thread-safe; never throws.
+  bool is_pinned(const void* p, std::uint64_t bytes) const noexcept;
   /// alloc_host_mapped / free_host_mapped / host_ptr_to_device / host_address (mapped.cpp): the
   /// ledger entry (alloc_kind_pinned at the device address, under `site`) and the host-to-device
   /// record around the vendor hooks; a pointer not from this device is Failure(INVALID_ARGUMENT)

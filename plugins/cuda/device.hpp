@@ -85,6 +85,7 @@ class CudaDevice final : public sdk::Device {
   void vendor_copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) override;
   void vendor_copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) override;
   void vendor_copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) override;
+  bool vendor_dma_reads_pinned() const noexcept override { return true; }
   void vendor_copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
                              std::uint64_t stream) override;
   void vendor_copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,

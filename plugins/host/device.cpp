@@ -175,8 +175,15 @@ void HostDevice::vendor_copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint
   executor_.copy(0, as_ptr(dst), as_ptr(src), as_size(bytes));
 }
 
+// The source may be reused once the call returns, so it is staged (pinned memory too: on a CPU it
+// is ordinary memory, and a copy of it is cheaper than waiting for the stream).
 void HostDevice::vendor_copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
                                        std::uint64_t stream) {
+  executor_.copy_staged(stream, as_ptr(dst), src, as_size(bytes));
+}
+
+void HostDevice::vendor_copy_h2d_async_retained(std::uint64_t dst, const void* src,
+                                                std::uint64_t bytes, std::uint64_t stream) {
   executor_.copy(stream, as_ptr(dst), src, as_size(bytes));
 }
 

@@ -311,6 +311,14 @@ void Executor::copy(std::uint64_t stream, void* dst, const void* src, std::size_
   enqueue(stream, Item{Item::Kind::copy, dst, src, bytes, 0, nullptr});
 }
 
+void Executor::copy_staged(std::uint64_t stream, void* dst, const void* src, std::size_t bytes) {
+  if (stream == 0) return copy(stream, dst, src, bytes);
+  std::shared_ptr<std::byte[]> staged = std::make_shared_for_overwrite<std::byte[]>(bytes);
+  std::memcpy(staged.get(), src, bytes);
+  const void* from = staged.get();
+  enqueue(stream, Item{Item::Kind::copy, dst, from, bytes, 0, nullptr, {}, std::move(staged)});
+}
+
 void Executor::fill(std::uint64_t stream, void* dst, std::uint8_t value, std::size_t bytes) {
   if (stream == 0) {
     wait_all();

@@ -35,7 +35,8 @@ namespace gpuplug::host {
 /// before it on that stream, and everything queued after it waits for it.
 ///
 /// Async copies and memsets on a stream other than 0 are queued and return at once; the host
-/// buffers they name must stay valid until the stream is synchronized.
+/// buffers they name must stay valid until the stream is synchronized, except the source of
+/// copy_staged, which is copied into a buffer the queued copy owns before it returns.
 ///
 /// Kernel failures. A kernel that throws does not take the process down: every block catches,
 /// the first exception of a grid is recorded (blocks not yet started are skipped, as a faulting
@@ -103,6 +104,10 @@ class Executor {
 
   /// memcpy(dst, src, bytes), ordered on `stream`.
   void copy(std::uint64_t stream, void* dst, const void* src, std::size_t bytes);
+  /// The same, with `src` free to change or go as soon as this returns: on a stream other than
+  /// 0 its bytes are copied first, into a buffer the queued copy owns (std::bad_alloc when there
+  /// is no memory for it).
+  void copy_staged(std::uint64_t stream, void* dst, const void* src, std::size_t bytes);
   /// memset(dst, value, bytes), ordered on `stream`.
   void fill(std::uint64_t stream, void* dst, std::uint8_t value, std::size_t bytes);
   /// Runs `kernel` once per block of `grid` (see the class comment); returns when all ran.
@@ -139,6 +144,7 @@ class Executor {
     std::uint8_t value;
     Handoff* handoff;  // Kind::handoff: the launch waiting for its turn
     std::shared_ptr<Capture> capture = {};  // Kind::mark: completes it; Kind::wait: waits for it
+    std::shared_ptr<const std::byte[]> staged = {};  // Kind::copy: owns src when it was staged
   };
   /// One record of an event: completes when every stream share of it has drained (one for a
   /// record on a stream, one per busy stream for stream 0), then resumes the parked streams.

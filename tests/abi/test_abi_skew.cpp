@@ -6,6 +6,7 @@
 #include <gpuplug/abi.h>
 
 #include <boost/test/unit_test.hpp>
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -17,6 +18,12 @@
 #include <vector>
 
 namespace fs = std::filesystem;
+
+// This core's ABI version as its messages spell it ("1.3").
+#define GPUPLUG_TEST_STR2(x) #x
+#define GPUPLUG_TEST_STR(x) GPUPLUG_TEST_STR2(x)
+#define GPUPLUG_TEST_ABI_TEXT \
+  GPUPLUG_TEST_STR(GPUPLUG_ABI_VERSION_MAJOR) "." GPUPLUG_TEST_STR(GPUPLUG_ABI_VERSION_MINOR)
 
 namespace {
 
@@ -118,7 +125,7 @@ BOOST_AUTO_TEST_CASE(a_default_slot_names_the_older_abi) {
     BOOST_TEST((e.status() == gpuplug::Status::unsupported));
     BOOST_TEST(contains(e.what(),
                         "not supported by the example plugin (it speaks ABI 1.0, this "
-                        "host 1.2)"),
+                        "host " GPUPLUG_TEST_ABI_TEXT ")"),
                e.what());
   }
 }
@@ -164,21 +171,71 @@ BOOST_AUTO_TEST_CASE(a_1_1_host_gets_the_1_1_table) {
   BOOST_TEST(entry(GPUPLUG_MAKE_VERSION(1, 1)) == t);
 }
 
-BOOST_AUTO_TEST_CASE(later_1_x_hosts_get_1_2) {
+BOOST_AUTO_TEST_CASE(a_1_2_host_gets_the_1_2_table) {
+  Entry entry(kHostPlugin);
+  const gpuplug_plugin_v1* t = entry(GPUPLUG_MAKE_VERSION(1, 2));
+  BOOST_TEST_REQUIRE(t != nullptr);
+  BOOST_TEST(t->abi_version == GPUPLUG_MAKE_VERSION(1, 2));
+  BOOST_TEST(t->struct_size == GPUPLUG_PLUGIN_V1_2_SIZE);
+  BOOST_TEST(t->ledger_snapshot != nullptr);
+  BOOST_TEST(t->copy_peer_async != nullptr);
+  BOOST_TEST(t->host_alloc_pinned != nullptr);
+  BOOST_TEST(t->host_free_pinned != nullptr);
+  BOOST_TEST(t->native_handles != nullptr);
+  BOOST_TEST(t->import_stream != nullptr);
+  // Nothing of 1.3 is there even for a host that reads past struct_size.
+  BOOST_TEST(t->copy_h2d_async_retained == nullptr);
+  BOOST_TEST(entry(GPUPLUG_MAKE_VERSION(1, 2)) == t);
+}
+
+BOOST_AUTO_TEST_CASE(later_1_x_hosts_get_1_3) {
   Entry entry(kHostPlugin);
   for (const std::uint32_t host :
-       {GPUPLUG_MAKE_VERSION(1, 2), GPUPLUG_MAKE_VERSION(1, 99), GPUPLUG_MAKE_VERSION(1, 0xFFFF)}) {
+       {GPUPLUG_MAKE_VERSION(1, 3), GPUPLUG_MAKE_VERSION(1, 99), GPUPLUG_MAKE_VERSION(1, 0xFFFF)}) {
     const gpuplug_plugin_v1* t = entry(host);
     BOOST_TEST_REQUIRE(t != nullptr);
-    BOOST_TEST(t->abi_version == GPUPLUG_MAKE_VERSION(1, 2));
-    BOOST_TEST(t->struct_size == GPUPLUG_PLUGIN_V1_2_SIZE);
-    BOOST_TEST(t->ledger_snapshot != nullptr);
-    BOOST_TEST(t->copy_peer_async != nullptr);
-    BOOST_TEST(t->host_alloc_pinned != nullptr);
+    BOOST_TEST(t->abi_version == GPUPLUG_MAKE_VERSION(1, 3));
+    BOOST_TEST(t->struct_size == GPUPLUG_PLUGIN_V1_3_SIZE);
     BOOST_TEST(t->host_free_pinned != nullptr);
-    BOOST_TEST(t->native_handles != nullptr);
-    BOOST_TEST(t->import_stream != nullptr);
+    BOOST_TEST(t->copy_h2d_async_retained != nullptr);
   }
+}
+
+// A plugin older than 1.3 made no promise that copy_h2d_async's source is free when the call
+// returns; the core keeps the promise for it by waiting for the stream after the copy.
+std::atomic<int> g_stream_syncs{0};
+const gpuplug_plugin_v1* g_counted = nullptr;
+gpuplug_status_t counting_stream_synchronize(gpuplug_instance_t inst, std::uint64_t stream) {
+  ++g_stream_syncs;
+  return g_counted->stream_synchronize(inst, stream);
+}
+
+int stream_syncs_of_one_async_upload(const gpuplug_plugin_v1& answer) {
+  gpuplug_plugin_v1 table = answer;
+  g_counted = &answer;
+  table.stream_synchronize = &counting_stream_synchronize;
+  auto gpu = gpuplug::create_backend_from_table(kHostPlugin, table);
+  const gpuplug::DevicePtr p = gpu->alloc(64, "abi_skew");
+  const gpuplug::Stream s = gpu->create_stream();
+  g_stream_syncs = 0;
+  {
+    std::vector<unsigned char> temporary(64, 9);
+    gpu->copy_h2d_async(p, temporary.data(), 64, s);
+  }
+  const int syncs = g_stream_syncs.load();
+  gpu->synchronize(s);
+  std::vector<unsigned char> down(64);
+  gpu->copy_d2h(down.data(), p, 64);
+  BOOST_TEST(down == std::vector<unsigned char>(64, 9));
+  gpu->destroy_stream(s);
+  gpu->free(p);
+  return syncs;
+}
+
+BOOST_AUTO_TEST_CASE(a_1_2_answers_async_upload_is_waited_for_and_a_1_3_ones_is_not) {
+  Entry entry(kHostPlugin);
+  BOOST_TEST(stream_syncs_of_one_async_upload(*entry(GPUPLUG_MAKE_VERSION(1, 2))) == 1);
+  BOOST_TEST(stream_syncs_of_one_async_upload(*entry(GPUPLUG_MAKE_VERSION(1, 3))) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(the_1_1_answer_gives_a_partial_snapshot_and_says_why) {
@@ -202,7 +259,7 @@ BOOST_AUTO_TEST_CASE(the_1_1_answer_gives_a_partial_snapshot_and_says_why) {
     BOOST_FAIL("reset_peak on a 1.1 plugin did not throw");
   } catch (const gpuplug::Error& e) {
     BOOST_TEST((e.status() == gpuplug::Status::unsupported));
-    BOOST_TEST(contains(e.what(), "(it speaks ABI 1.1, this host 1.2)"), e.what());
+    BOOST_TEST(contains(e.what(), "(it speaks ABI 1.1, this host " GPUPLUG_TEST_ABI_TEXT ")"), e.what());
   }
   BOOST_CHECK_THROW(gpuplug::MemoryScope(*gpu, "scope"), gpuplug::Error);
   gpu->free(p);
@@ -225,7 +282,7 @@ BOOST_AUTO_TEST_CASE(the_1_1_answer_has_no_native_handles_and_says_why) {
     } catch (const gpuplug::Error& e) {
       BOOST_TEST((e.status() == gpuplug::Status::unsupported), e.what());
       BOOST_TEST(contains(e.what(), operation), e.what());
-      BOOST_TEST(contains(e.what(), "(it speaks ABI 1.1, this host 1.2)"), e.what());
+      BOOST_TEST(contains(e.what(), "(it speaks ABI 1.1, this host " GPUPLUG_TEST_ABI_TEXT ")"), e.what());
     }
   }
 }
@@ -244,7 +301,7 @@ BOOST_AUTO_TEST_CASE(a_2_0_host_gets_a_table_it_refuses) {
     BOOST_FAIL("a table of ABI 2.0 was accepted");
   } catch (const gpuplug::Error& e) {
     BOOST_TEST((e.status() == gpuplug::Status::invalid_argument));
-    BOOST_TEST(contains(e.what(), "ABI mismatch: plugin speaks ABI 2.0, host speaks 1.2"),
+    BOOST_TEST(contains(e.what(), "ABI mismatch: plugin speaks ABI 2.0, host speaks " GPUPLUG_TEST_ABI_TEXT),
                e.what());
   }
 }

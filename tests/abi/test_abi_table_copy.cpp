@@ -43,10 +43,10 @@ bool all_copied_until(const gpuplug_plugin_v1& t, std::size_t until) {
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(a_1_2_table_is_read_to_its_struct_size) {
+BOOST_AUTO_TEST_CASE(a_table_of_this_minor_is_read_to_its_struct_size) {
   for (std::size_t size = GPUPLUG_PLUGIN_V1_MIN_SIZE; size <= sizeof(gpuplug_plugin_v1);
        size += sizeof(void*)) {
-    const Filled f(GPUPLUG_MAKE_VERSION(1, 2), static_cast<std::uint32_t>(size));
+    const Filled f(GPUPLUG_ABI_VERSION, static_cast<std::uint32_t>(size));
     BOOST_TEST(known_table_size(f.table) == size);
     const gpuplug_plugin_v1 t = copy_table(f.table);
     BOOST_TEST(all_copied_until(t, size));
@@ -67,8 +67,21 @@ BOOST_AUTO_TEST_CASE(a_1_1_table_is_read_no_further_than_the_1_1_slots) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_1_2_table_is_read_no_further_than_the_1_2_slots) {
+  // ABI-3: whatever its struct_size claims, no slot of 1.3 is read from a 1.2 table.
+  for (std::size_t size = GPUPLUG_PLUGIN_V1_MIN_SIZE; size <= sizeof(gpuplug_plugin_v1);
+       size += sizeof(void*)) {
+    const Filled f(GPUPLUG_MAKE_VERSION(1, 2), static_cast<std::uint32_t>(size));
+    const std::size_t read = std::min<std::size_t>(size, GPUPLUG_PLUGIN_V1_2_SIZE);
+    BOOST_TEST(known_table_size(f.table) == read);
+    const gpuplug_plugin_v1 t = copy_table(f.table);
+    BOOST_TEST(all_copied_until(t, read));
+    BOOST_TEST(all_zero_from(t, read));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_later_minor_is_read_to_the_known_prefix) {
-  const Filled f(GPUPLUG_MAKE_VERSION(1, 3), sizeof(Filled));
+  const Filled f(GPUPLUG_MAKE_VERSION(1, GPUPLUG_ABI_VERSION_MINOR + 1), sizeof(Filled));
   BOOST_TEST(known_table_size(f.table) == sizeof(gpuplug_plugin_v1));
   BOOST_TEST(all_copied_until(copy_table(f.table), sizeof(gpuplug_plugin_v1)));
 }

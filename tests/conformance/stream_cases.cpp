@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <memory>
 #include <thread>
 
 #include "gpuplug/support/text.hpp"
@@ -224,6 +225,37 @@ void async_copies_wait_for_their_stream(Context& ctx) {
                     "copy_d2d_async on stream A did not run after the copy queued before it on A "
                     "(byte "
                         << bad << " is " << byte_text(copied[bad]) << ", expected 0x33)");
+}
+
+// The seed's contract, which engines rely on when they upload a temporary: the source of
+// copy_h2d_async may be overwritten and freed as soon as the call returns, even while the copy
+// still waits behind other work on its stream.
+void async_upload_source_is_free_at_return(Context& ctx) {
+  GpuBackend& gpu = ctx.backend();
+  require_gate(gpu);
+  DeviceBuffer staged(gpu, kBytes), retained(gpu, kBytes);
+  const std::vector<std::uint8_t> kept(kBytes, 0x5a);
+  const Stream a = gpu.create_stream();
+  behind_gate(gpu, a, staged.ptr(), [&] {
+    auto temporary = std::make_unique<std::vector<std::uint8_t>>(kBytes, 0x44);
+    gpu.copy_h2d_async(staged.ptr(), temporary->data(), kBytes, a);
+    std::fill(temporary->begin(), temporary->end(), 0x55);
+    temporary.reset();  // freed before the stream reaches the copy
+    gpu.copy_h2d_async_retained(retained.ptr(), kept.data(), kBytes, a);
+  });
+  gpu.destroy_stream(a);
+  const auto out = staged.download<std::uint8_t>(kBytes);
+  std::size_t bad = first_not(out, 0x44);
+  GPUPLUG_CHECK_MSG(bad == out.size(),
+                    "copy_h2d_async read its source after it returned: byte "
+                        << bad << " is " << byte_text(out[bad])
+                        << ", not the 0x44 the source held at the call (0x55 was written over "
+                           "it, then it was freed)");
+  const auto kept_out = retained.download<std::uint8_t>(kBytes);
+  bad = first_not(kept_out, 0x5a);
+  GPUPLUG_CHECK_MSG(bad == kept_out.size(), "copy_h2d_async_retained of a kept source: byte "
+                                                << bad << " is " << byte_text(kept_out[bad])
+                                                << ", not 0x5a");
 }
 
 void default_stream_waits_for_other_streams(Context& ctx) {
@@ -441,6 +473,10 @@ const Case cases[] = {
     {"async_copies_wait_for_their_stream",
      "copy_{d2h,h2d,d2d}_async on stream A run after the kernel queued before them, in order",
      async_copies_wait_for_their_stream},
+    {"async_upload_source_is_free_at_return",
+     "copy_h2d_async's source may be overwritten and freed as soon as the call returns, while the "
+     "copy still waits on its stream; copy_h2d_async_retained copies a kept source",
+     async_upload_source_is_free_at_return},
     {"default_stream_waits_for_other_streams",
      "work on the default stream runs after the work queued earlier on other streams (legacy "
      "default stream)",

@@ -20,7 +20,7 @@
 // P is passed through untouched, for expansions that forward to a macro of their own.
 //
 // The rows are cut by minor with #if, so that the SDK compiled against a frozen older abi.h
-// (tests/abi/v1_0, v1_1) expands only the slots its header has. Appending a slot to abi.h without
+// (tests/abi/v1_0, v1_1, v1_2) expands only the slots its header has. Appending a slot to abi.h without
 // a row here fails the static_asserts of abi_slots.hpp, which every part of the build includes.
 #define GPUPLUG_ABI_SLOTS_1_0(X, P)                                                                \
   X(P, probe, 0, plugin, device, required, "")                                                     \
@@ -96,6 +96,8 @@
 
 #if GPUPLUG_ABI_VERSION_MINOR >= 3
 #define GPUPLUG_ABI_SLOTS_1_3(X, P)                                                                \
+  X(P, copy_h2d_async_retained, 3, instance, copies, optional,                                     \
+    "copy_h2d_async, which stages the source")                                                     \
   X(P, alloc_host_mapped, 3, instance, mapped, together, "UNSUPPORTED")                            \
   X(P, free_host_mapped, 3, instance, mapped, together, "UNSUPPORTED")                             \
   X(P, host_ptr_to_device, 3, instance, mapped, together, "UNSUPPORTED")                           \

@@ -1,0 +1,474 @@
+/* SPDX-License-Identifier: Apache-2.0
+ * The gpuplug plugin ABI: the one C header a vendor plugin must include. */
+#ifndef GPUPLUG_ABI_H
+#define GPUPLUG_ABI_H
+
+/*
+ * Rules of this boundary (see docs/plugin-authors.md for the long form):
+ *  - Only C types cross it: no exceptions, no C++ objects, no ownership of
+ *    memory allocated on the other side (strings are copied into caller buffers).
+ *  - Every operation returns a gpuplug_status_t. After a failure the plugin keeps
+ *    a message for the calling thread, read with `last_error`.
+ *  - Versions are negotiated, Vulkan-style: the host passes the highest ABI
+ *    version it speaks to gpuplug_plugin_entry; the plugin answers with a table
+ *    whose abi_version is the highest version both share. The host refuses a
+ *    null table, a struct_size below GPUPLUG_PLUGIN_V1_MIN_SIZE, and a major
+ *    version other than its own. Later minor versions only append slots, and the
+ *    host never reads past struct_size.
+ *  - Slots marked (optional) may be null; the core checks them in one place and
+ *    uses the stated default.
+ *  - Slots appended after the first release are all optional: load_module_file,
+ *    the events and inspect_module of ABI 1.1, then the memory snapshot,
+ *    interop handle and peer copy slots of ABI 1.2. A plugin built before them
+ *    publishes a struct_size that ends before them (GPUPLUG_PLUGIN_V1_0_SIZE,
+ *    GPUPLUG_PLUGIN_V1_1_SIZE); the host reads them as null and uses their
+ *    defaults, and never reads a table past the slots of the minor it declares. Fields appended to gpuplug_device_info_t
+ *    follow the same rule through its struct_size. The numbered compatibility
+ *    rules (ABI-1 ...) are in docs/architecture.md.
+ *  - Device pointers, functions and streams are opaque 64-bit values; 0 is null
+ *    (stream 0 is the backend's default stream, ordered with every other stream
+ *    the way CUDA's legacy default stream is).
+ *  - Thread-safety: every slot may be called concurrently from many threads on
+ *    the same instance, except `destroy`, which must be the last call on it.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ABI versions (abi_version): major in the high 16 bits, minor in the low 16. The field
+ * accessors are GPUPLUG_ABI_MAJOR(v)/GPUPLUG_ABI_MINOR(v); GPUPLUG_VERSION_MAJOR/MINOR/PATCH
+ * are the library's version, numbers usable in #if (gpuplug/version.hpp), not these. */
+#define GPUPLUG_MAKE_VERSION(major, minor) ((((uint32_t)(major)) << 16) | ((uint32_t)(minor) & 0xFFFFu))
+#define GPUPLUG_ABI_MAJOR(v) (((uint32_t)(v)) >> 16)
+#define GPUPLUG_ABI_MINOR(v) (((uint32_t)(v)) & 0xFFFFu)
+
+#define GPUPLUG_ABI_VERSION_MAJOR 1
+#define GPUPLUG_ABI_VERSION_MINOR 2
+#define GPUPLUG_ABI_VERSION GPUPLUG_MAKE_VERSION(GPUPLUG_ABI_VERSION_MAJOR, GPUPLUG_ABI_VERSION_MINOR)
+
+/* The one exported symbol, resolved with boost::dll::shared_library::get. */
+#define GPUPLUG_PLUGIN_ENTRY_SYMBOL "gpuplug_plugin_entry"
+
+#if defined(_WIN32)
+#define GPUPLUG_PLUGIN_EXPORT __declspec(dllexport)
+#else
+#define GPUPLUG_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* ---- status codes ------------------------------------------------------- */
+typedef int32_t gpuplug_status_t;
+#define GPUPLUG_STATUS_SUCCESS 0
+#define GPUPLUG_STATUS_INVALID_ARGUMENT 1 /* bad pointer, size, option, unknown/double free */
+#define GPUPLUG_STATUS_OUT_OF_MEMORY 2    /* device (or managed) memory exhausted, or past device_memory_limit */
+#define GPUPLUG_STATUS_NOT_FOUND 3        /* unknown module, function or symbol */
+#define GPUPLUG_STATUS_UNSUPPORTED 4      /* operation not offered by this device or plugin */
+#define GPUPLUG_STATUS_UNAVAILABLE 5      /* driver missing, too old, or no such device */
+#define GPUPLUG_STATUS_INVALID_IMAGE 6    /* a module image the backend cannot load */
+#define GPUPLUG_STATUS_LAUNCH_FAILED 7    /* the launch was rejected or the kernel faulted */
+#define GPUPLUG_STATUS_DEVICE_ERROR 8     /* any other vendor runtime error */
+#define GPUPLUG_STATUS_INTERNAL 9         /* a bug or an exception caught at the edge */
+
+/* ---- probe -------------------------------------------------------------- */
+/* Why a backend is (un)available here. Loader-side failures (not a shared
+ * object, missing entry, ABI mismatch, ...) are the core's, not the plugin's. */
+typedef int32_t gpuplug_probe_reason_t;
+#define GPUPLUG_PROBE_AVAILABLE 0
+#define GPUPLUG_PROBE_DRIVER_MISSING 1 /* e.g. "driver missing: libcuda.so.1 not found" */
+#define GPUPLUG_PROBE_DRIVER_TOO_OLD 2 /* message names both versions */
+#define GPUPLUG_PROBE_NO_DEVICE 3      /* e.g. "no device (hipErrorNoDevice)" */
+#define GPUPLUG_PROBE_ERROR 4          /* any other failure while probing */
+
+typedef struct gpuplug_probe_result_t {
+  uint32_t struct_size;          /* set by the caller to sizeof(gpuplug_probe_result_t) */
+  gpuplug_probe_reason_t reason; /* GPUPLUG_PROBE_AVAILABLE when device_count > 0 */
+  uint32_t device_count;
+  char message[512];             /* NUL-terminated; why unavailable, or a short summary */
+} gpuplug_probe_result_t;
+
+/* What kind of device a plugin drives (ABI 1.1): what `auto` ranks first. A plugin that predates
+ * the field reports UNKNOWN, which the core ranks as an accelerator, never above a declared GPU. */
+typedef int32_t gpuplug_device_class_t;
+#define GPUPLUG_DEVICE_CLASS_UNKNOWN 0
+#define GPUPLUG_DEVICE_CLASS_DISCRETE_GPU 1
+#define GPUPLUG_DEVICE_CLASS_INTEGRATED_GPU 2
+#define GPUPLUG_DEVICE_CLASS_ACCELERATOR 3
+#define GPUPLUG_DEVICE_CLASS_CPU 4
+#define GPUPLUG_DEVICE_CLASS_EMULATOR 5
+
+typedef struct gpuplug_device_info_t {
+  uint32_t struct_size;     /* set by the caller */
+  uint32_t ordinal;
+  char name[256];           /* "NVIDIA H200", "AMD Instinct MI250X", "host CPU (16 threads)" */
+  char uuid[64];            /* canonical text form, "" when the device has none */
+  char arch[64];            /* "sm_90", "gfx90a:sramecc+:xnack-", "x86_64" */
+  uint64_t total_memory;    /* bytes */
+  uint64_t free_memory;     /* bytes, at the time of the query */
+  uint32_t compute_units;   /* SMs, CUs or worker threads */
+  uint32_t managed_memory;  /* 1 when alloc_managed is supported on this device */
+  /* Appended after the first release (struct_size 416 before it, 424 with it): the host reads
+   * it only when the struct_size the plugin wrote back covers it, so an older plugin reads as 0.
+   * 1 when the host may touch managed memory while kernels run on the device (CUDA/HIP
+   * "concurrent managed access"); 0: synchronize before touching managed memory from the host
+   * (see docs/architecture.md). */
+  uint32_t concurrent_managed_access;
+
+  /* ---- ABI 1.1 (struct_size GPUPLUG_DEVICE_INFO_V1_1_SIZE): identity and capabilities. Read only
+   * when the struct_size the plugin wrote back covers them; an older plugin reads as "unknown". */
+  uint32_t has_pci;         /* 1 when the pci_* fields below are meaningful */
+  uint32_t pci_domain;      /* domain:bus:device.function, as "0000:c1:00.0" */
+  uint32_t pci_bus;
+  uint32_t pci_device;
+  uint32_t pci_function;
+  uint32_t pci_vendor_id;   /* 0x10de NVIDIA, 0x1002 AMD; 0 when none */
+  uint32_t pci_device_id;   /* 0 when none */
+  uint32_t warp_size;       /* threads per warp / wavefront; the host backend: 1 */
+  uint64_t max_shared_memory_per_block; /* bytes a launch may ask as shared_bytes */
+  char driver_version[64];  /* "13.0" (cuDriverGetVersion), "6.2.41133" (hipDriverGetVersion), kernel release on host */
+  char runtime_version[64]; /* the runtime the plugin uses ("" when it calls the driver only) */
+  gpuplug_device_class_t device_class; /* GPUPLUG_DEVICE_CLASS_*; 0 (unknown) from older plugins */
+  uint32_t reserved0;       /* zero */
+  uint64_t peak_gflops;     /* peak single-precision throughput when the plugin knows it, else 0 */
+} gpuplug_device_info_t;
+
+/* The size of gpuplug_device_info_t in ABI 1.0 (before concurrent_managed_access). A plugin accepts
+ * any struct_size from this up, writes only the fields that fit and sets struct_size to the size
+ * it wrote; a host reads only the fields that the written struct_size covers. */
+#define GPUPLUG_DEVICE_INFO_V1_0_SIZE (offsetof(gpuplug_device_info_t, concurrent_managed_access))
+/* Every field of ABI 1.0, concurrent_managed_access included (the 1.0 header's sizeof). */
+#define GPUPLUG_DEVICE_INFO_V1_0_FULL_SIZE (offsetof(gpuplug_device_info_t, has_pci))
+/* The size of gpuplug_device_info_t in ABI 1.1. */
+#define GPUPLUG_DEVICE_INFO_V1_1_SIZE (offsetof(gpuplug_device_info_t, peak_gflops) + sizeof(uint64_t))
+
+/* ---- host services ------------------------------------------------------ */
+typedef int32_t gpuplug_log_level_t;
+#define GPUPLUG_LOG_TRACE 0
+#define GPUPLUG_LOG_DEBUG 1
+#define GPUPLUG_LOG_INFO 2
+#define GPUPLUG_LOG_WARNING 3
+#define GPUPLUG_LOG_ERROR 4
+
+/* Handed to create(); valid until destroy() returns. The core routes log into
+ * Boost.Log with the backend's name, so plugins need no logging library. */
+typedef struct gpuplug_host_services_t {
+  uint32_t struct_size;
+  void* user;
+  void (*log)(void* user, gpuplug_log_level_t level, const char* message); /* thread-safe */
+} gpuplug_host_services_t;
+
+/* One key=value option for create(); both strings NUL-terminated. Every plugin
+ * honours "device_memory_limit" (bytes, K/M/G suffixes) and "modules_dir"; from ABI 1.2 also
+ * "memory_history" (how many alloc/free events the ledger keeps for snapshots; 0 = none). */
+typedef struct gpuplug_option_t {
+  const char* key;
+  const char* value;
+} gpuplug_option_t;
+
+/* ---- device work -------------------------------------------------------- */
+typedef struct gpuplug_dim3_t {
+  uint32_t x, y, z;
+} gpuplug_dim3_t;
+
+typedef int32_t gpuplug_alloc_kind_t;
+#define GPUPLUG_ALLOC_DEVICE 0
+#define GPUPLUG_ALLOC_MANAGED 1
+/* ABI 1.2 (interop handles): memory made by someone else and wrapped by import_memory. On the
+ * ledger (counted in live_bytes/live_count, range-checked) but never freed by the plugin, and
+ * never counted against device_memory_limit. */
+#define GPUPLUG_ALLOC_EXTERNAL 2
+
+/* Allocation ledger counters for one instance. */
+typedef struct gpuplug_ledger_stats_t {
+  uint32_t struct_size;
+  uint32_t reserved;
+  uint64_t live_bytes;         /* device + managed */
+  uint64_t live_count;
+  uint64_t peak_bytes;
+  uint64_t live_managed_bytes;
+  uint64_t total_allocs;       /* successful allocations since create */
+  uint64_t total_frees;
+} gpuplug_ledger_stats_t;
+
+/* What inspect_module (ABI 1.1) found in a module image for one device: which of the targets the
+ * image carries would load there, and the kernels it defines. Every string NUL-terminated,
+ * truncated to fit; a list that does not fit ends with "...". */
+typedef struct gpuplug_module_inspection_t {
+  uint32_t struct_size;  /* set by the caller to sizeof(gpuplug_module_inspection_t) */
+  int32_t loadable;      /* 1 when one of the targets loads on the device */
+  char format[64];       /* "fatbin", "cubin", "ptx", "offload bundle", "code object", "ELF shared object" */
+  char target[128];      /* the target that loads: "sm_90 (SASS)", "compute_90 (PTX, JIT)", "gfx942", "x86_64" */
+  char targets[1024];    /* every target in the image, space-separated */
+  char reason[512];      /* loadable == 0: why none loads ("no sm_90 SASS and no PTX at or below compute_90") */
+  char functions[4096];  /* the kernels, '\n'-separated */
+  char symbols[2048];    /* the other published globals, '\n'-separated, each "name" or, for a 4-byte
+                          * global whose initial value the image holds, "name=value" (unsigned
+                          * decimal, e.g. "gemm_f32_n_tile=64") */
+} gpuplug_module_inspection_t;
+
+/* What native_handles (ABI 1.2, interop handles) returns: the handles a vendor library needs to
+ * work beside the plugin. The pointers are the vendor's own types, cast to void*. */
+typedef struct gpuplug_native_handles_t {
+  uint32_t struct_size; /* set by the caller to sizeof(gpuplug_native_handles_t) */
+  int32_t device;       /* the ordinal the vendor runtime uses (CUdevice, hipDevice_t); host: 0 */
+  void* context;        /* CUcontext (the primary context the instance uses); null elsewhere */
+  void* stream;         /* CUstream / hipStream_t of the stream asked for (null: the runtime's
+                         * default stream); host: the executor's queue id */
+  char vendor[32];      /* "cuda", "hip", "host": the runtime's family, NUL-terminated */
+} gpuplug_native_handles_t;
+
+typedef struct gpuplug_instance_s* gpuplug_instance_t; /* one backend: a device with its own state */
+
+/* The v1 plugin table. Slots are grouped by object; new slots go at the end. */
+typedef struct gpuplug_plugin_v1 {
+  uint32_t struct_size; /* sizeof the table the plugin built */
+  uint32_t abi_version; /* negotiated: GPUPLUG_MAKE_VERSION(major, minor) */
+
+  /* identity: static strings owned by the plugin, valid while it is loaded */
+  const char* name;     /* selector name: "cuda", "hip", "host"; [a-z0-9_]+ */
+  const char* vendor;   /* "NVIDIA", "AMD", "gpuplug" */
+  const char* version;  /* the plugin's own version string */
+
+  /* plugin-level: no instance needed */
+  gpuplug_status_t (*probe)(gpuplug_probe_result_t* out); /* never fails for "no driver": reports it */
+  gpuplug_status_t (*describe_device)(uint32_t ordinal, gpuplug_device_info_t* out); /* for listing */
+  gpuplug_status_t (*create)(uint32_t ordinal, const gpuplug_option_t* options, uint32_t option_count,
+                             const gpuplug_host_services_t* services, gpuplug_instance_t* out,
+                             char* error, size_t error_size); /* on failure writes why to error */
+  void (*destroy)(gpuplug_instance_t inst); /* unloads modules, sweeps the ledger (warns); never fails */
+  size_t (*last_error)(gpuplug_instance_t inst, char* buf, size_t size); /* this thread's last failure; returns its length */
+
+  /* memory, every allocation through the instance's ledger; site is a call-site tag (may be null) */
+  gpuplug_status_t (*alloc)(gpuplug_instance_t inst, uint64_t bytes, const char* site, uint64_t* out);
+  gpuplug_status_t (*alloc_managed)(gpuplug_instance_t inst, uint64_t bytes, const char* site,
+                                    uint64_t* out); /* (optional) defaults to UNSUPPORTED */
+  gpuplug_status_t (*free)(gpuplug_instance_t inst, uint64_t ptr); /* 0 is a no-op; unknown = INVALID_ARGUMENT */
+  gpuplug_status_t (*memory_info)(gpuplug_instance_t inst, uint64_t* free_bytes, uint64_t* total_bytes);
+  gpuplug_status_t (*device_info)(gpuplug_instance_t inst, gpuplug_device_info_t* out);
+
+  /* copies: synchronous ones return when the data is in place */
+  gpuplug_status_t (*copy_h2d)(gpuplug_instance_t inst, uint64_t dst, const void* src, uint64_t bytes);
+  gpuplug_status_t (*copy_d2h)(gpuplug_instance_t inst, void* dst, uint64_t src, uint64_t bytes);
+  gpuplug_status_t (*copy_d2d)(gpuplug_instance_t inst, uint64_t dst, uint64_t src, uint64_t bytes);
+  gpuplug_status_t (*copy_h2d_async)(gpuplug_instance_t inst, uint64_t dst, const void* src, uint64_t bytes,
+                                     uint64_t stream); /* (optional) defaults to sync stream + copy_h2d */
+  gpuplug_status_t (*copy_d2h_async)(gpuplug_instance_t inst, void* dst, uint64_t src, uint64_t bytes,
+                                     uint64_t stream); /* (optional) defaults to sync stream + copy_d2h */
+  gpuplug_status_t (*copy_d2d_async)(gpuplug_instance_t inst, uint64_t dst, uint64_t src, uint64_t bytes,
+                                     uint64_t stream); /* (optional) defaults to sync stream + copy_d2d */
+  gpuplug_status_t (*memset_d8)(gpuplug_instance_t inst, uint64_t dst, uint8_t value, uint64_t bytes,
+                                uint64_t stream); /* ordered on stream (0 = default); async */
+
+  /* streams and synchronisation */
+  gpuplug_status_t (*stream_create)(gpuplug_instance_t inst, uint64_t* out);
+  gpuplug_status_t (*stream_destroy)(gpuplug_instance_t inst, uint64_t stream); /* waits for its work */
+  gpuplug_status_t (*stream_synchronize)(gpuplug_instance_t inst, uint64_t stream);
+  gpuplug_status_t (*synchronize)(gpuplug_instance_t inst); /* waits for every stream */
+
+  /* modules: registered by name in the instance's ModuleRegistry */
+  gpuplug_status_t (*load_module)(gpuplug_instance_t inst, const char* name, const void* image,
+                                  uint64_t size); /* a name already loaded = INVALID_ARGUMENT */
+  gpuplug_status_t (*unload_module)(gpuplug_instance_t inst, const char* name); /* (optional) defaults to UNSUPPORTED */
+  gpuplug_status_t (*has_module)(gpuplug_instance_t inst, const char* name, int32_t* out); /* looks in modules_dir too */
+  gpuplug_status_t (*get_function)(gpuplug_instance_t inst, const char* module, const char* func,
+                                   uint64_t* out); /* NOT_FOUND names the module's functions */
+  gpuplug_status_t (*get_global)(gpuplug_instance_t inst, const char* module, const char* symbol,
+                                 uint64_t* address, uint64_t* size); /* device address and byte size */
+
+  /* params: one pointer per kernel argument, as cuLaunchKernel takes them. params and the values
+   * it points to are valid only during the call: the caller may overwrite them as soon as launch
+   * returns, so a plugin that runs the launch later (queued behind its stream, on another thread)
+   * copies the values before returning. The sample kernels publish their argument sizes for that
+   * as `<func>_args` (<gpuplug/kernel_args.h>, docs/kernels.md). A stream that was never created
+   * or was destroyed is INVALID_ARGUMENT, as for the copies and memset_d8. */
+  gpuplug_status_t (*launch)(gpuplug_instance_t inst, uint64_t function, gpuplug_dim3_t grid,
+                             gpuplug_dim3_t block, uint32_t shared_bytes, uint64_t stream, void** params);
+
+  /* the allocation ledger */
+  gpuplug_status_t (*ledger_stats)(gpuplug_instance_t inst, gpuplug_ledger_stats_t* out);
+  size_t (*ledger_report)(gpuplug_instance_t inst, uint32_t top_n, char* buf,
+                          size_t size); /* (optional) live allocations by call site; returns full length */
+  gpuplug_status_t (*sweep_unreleased)(gpuplug_instance_t inst,
+                                       gpuplug_ledger_stats_t* swept); /* frees every live allocation, logs a warning */
+
+  /* ---- ABI 1.1: optional, read only from a table that declares 1.1 or later and whose
+   * struct_size covers them. */
+
+  /* Loads the module file at `path` (NUL-terminated; the core passes an absolute, normalized
+   * path) under `name`, as load_module does (a name already loaded = INVALID_ARGUMENT). A plugin
+   * that loads modules by path keeps what the path gives them: a host module's $ORIGIN, so RUNPATH
+   * $ORIGIN finds a library next to it; a dependency not found is NOT_FOUND naming it.
+   * (optional) defaults to the core reading the file + load_module (the module has no $ORIGIN). */
+  gpuplug_status_t (*load_module_file)(gpuplug_instance_t inst, const char* name, const char* path);
+
+  /* ABI 1.1 events. All optional: a null slot is UNSUPPORTED ("events are not supported by
+   * the <name> plugin"), which is what a host sees of a 1.0 plugin. An event is an opaque 64-bit
+   * value of one instance, never 0. A foreign, destroyed or never-created event is
+   * INVALID_ARGUMENT naming the event and the operation; stream arguments as for the other slots
+   * (0 is the default stream). */
+  gpuplug_status_t (*event_create)(gpuplug_instance_t inst, uint64_t* out);
+  /* Destroys an event; work it was recorded after may still be queued (it completes normally). */
+  gpuplug_status_t (*event_destroy)(gpuplug_instance_t inst, uint64_t event);
+  /* Captures the work queued on `stream` so far; recording again replaces the capture. */
+  gpuplug_status_t (*event_record)(gpuplug_instance_t inst, uint64_t event, uint64_t stream);
+  /* Work queued on `stream` after this call waits until `event`'s capture completes; the host
+   * does not wait. An event never recorded is already complete (as in CUDA). */
+  gpuplug_status_t (*stream_wait_event)(gpuplug_instance_t inst, uint64_t stream, uint64_t event);
+  /* Blocks the host until the event's capture completes; a failure pending on it is reported. */
+  gpuplug_status_t (*event_synchronize)(gpuplug_instance_t inst, uint64_t event);
+  /* *ready = 1 when the capture has completed, 0 when not; never blocks. */
+  gpuplug_status_t (*event_query)(gpuplug_instance_t inst, uint64_t event, int32_t* ready);
+  /* Milliseconds between two completed events of this instance; INVALID_ARGUMENT naming the
+   * event when one was never recorded, UNAVAILABLE ("not ready") when one has not completed. */
+  gpuplug_status_t (*event_elapsed_ms)(gpuplug_instance_t inst, uint64_t start, uint64_t end, float* ms);
+
+  /* ---- ABI 1.1: kernel-binary preflight (plugin-level, no instance). Says which of `image`'s
+   * targets would load on device `ordinal` and what it defines, without loading it. An image the
+   * plugin cannot parse is INVALID_IMAGE with the reason in out->reason. (optional) defaults to
+   * UNSUPPORTED. */
+  gpuplug_status_t (*inspect_module)(uint32_t ordinal, const void* image, uint64_t size,
+                                     gpuplug_module_inspection_t* out);
+
+  /* ---- ABI 1.2: memory snapshots (docs/memory.md). All optional. */
+  /* The ledger as JSON text (schema 1 of share/gpuplug/memory.schema.json, its ledger part: owner,
+   * totals, sites with their peaks, live allocations, the memory_history ring), NUL-terminated and
+   * truncated to fit; returns the full length (0 on failure). The core caps the length and parses
+   * the text as untrusted. (optional) defaults to a snapshot from ledger_stats, marked partial. */
+  size_t (*ledger_snapshot)(gpuplug_instance_t inst, char* buf, size_t size);
+  /* Sets the ledger's peak, and each call site's, to what is live now. (optional) defaults to
+   * UNSUPPORTED. */
+  gpuplug_status_t (*ledger_reset_peak)(gpuplug_instance_t inst);
+  /* Opens a scope: the ledger tracks how high live bytes rise above their value now, every
+   * thread's allocations included, until the scope ends. *scope is never 0. (optional) defaults
+   * to UNSUPPORTED. */
+  gpuplug_status_t (*ledger_scope_begin)(gpuplug_instance_t inst, uint64_t* scope);
+  /* Ends a scope: *peak_bytes is the highest live bytes rose above the start, *net_bytes live bytes
+   * now minus at the start. A scope not open is INVALID_ARGUMENT. (optional) defaults to
+   * UNSUPPORTED. */
+  gpuplug_status_t (*ledger_scope_end)(gpuplug_instance_t inst, uint64_t scope, uint64_t* peak_bytes,
+                                       int64_t* net_bytes);
+
+  /* ---- ABI 1.2: interop handles. All optional: a null slot is UNSUPPORTED. The
+   * lifetimes of what they hand out are in docs/interop.md. */
+  /* The native handles of `stream` (0: the default stream; a stream not live is
+   * INVALID_ARGUMENT). out->struct_size is set by the caller; the plugin writes what fits. */
+  gpuplug_status_t (*native_handles)(gpuplug_instance_t inst, uint64_t stream,
+                                     gpuplug_native_handles_t* out);
+  /* The address a vendor library takes for device pointer `ptr` (which may point inside an
+   * allocation, an imported range or a module global). A pointer the instance does not know is
+   * INVALID_ARGUMENT naming it. */
+  gpuplug_status_t (*native_pointer)(gpuplug_instance_t inst, uint64_t ptr, void** out);
+  /* Wraps `bytes` of memory at `native` that someone else allocated on this device: on the ledger
+   * as GPUPLUG_ALLOC_EXTERNAL under `site` (may be null), range-checked like any allocation,
+   * never freed. `free` of *out forgets it (the memory stays the owner's); so does the sweep of
+   * destroy and sweep_unreleased. Memory of another device (or, on a GPU, host memory the driver
+   * does not map to this device) is INVALID_ARGUMENT naming the pointer and both devices; a range
+   * that overlaps a live allocation of the instance is INVALID_ARGUMENT. */
+  gpuplug_status_t (*import_memory)(gpuplug_instance_t inst, void* native, uint64_t bytes,
+                                    const char* site, uint64_t* out);
+  /* Wraps a native stream (CUstream, hipStream_t; host: a queue id of this instance) as a stream
+   * of the instance. stream_destroy of *out waits for the work queued on it and forgets it,
+   * never destroying the native stream; so does destroy. */
+  gpuplug_status_t (*import_stream)(gpuplug_instance_t inst, void* native_stream, uint64_t* out);
+  /* ---- ABI 1.2: peer copies. All optional; docs/interop.md. */
+  /* Queues a copy of `bytes` from `src` on instance `src_inst` to `dst` on `dst_inst` on
+   * dst_inst's `stream` (0: its default stream): the vendor's own peer copy (cuMemcpyPeerAsync,
+   * hipMemcpyPeerAsync; host: memcpy). Both instances are this plugin's, made by its create:
+   * `dst_inst` is the one the slot is called on (a layer's, when layers are stacked), `src_inst`
+   * always the plugin's own (layers pass it through unchanged). Both ranges are checked against
+   * their instance's memory (INVALID_ARGUMENT naming the side). The copy is ordered after the
+   * work queued on `stream`; work queued on `stream` after it waits for it. The core has waited
+   * for the source's queued work before the call; nothing writes `src` until `stream` has done
+   * the copy (the application's promise, docs/interop.md). (optional) null, or UNSUPPORTED from the call (a driver without the entry
+   * point): the core stages the copy through host memory. */
+  gpuplug_status_t (*copy_peer_async)(gpuplug_instance_t dst_inst, uint64_t dst,
+                                      gpuplug_instance_t src_inst, uint64_t src, uint64_t bytes,
+                                      uint64_t stream);
+  /* Page-locked host memory of `bytes` (> 0) that every instance of this plugin copies from and
+   * to at full speed (cuMemHostAlloc with CU_MEMHOSTALLOC_PORTABLE, hipHostMalloc; host: aligned
+   * memory); *out is not on the ledger. Freed with host_free_pinned of the same instance, which
+   * the core calls before destroying it. OUT_OF_MEMORY when none is left. (optional, as a pair
+   * with host_free_pinned) null, or UNSUPPORTED from the call: the core stages through
+   * pageable memory. */
+  gpuplug_status_t (*host_alloc_pinned)(gpuplug_instance_t inst, uint64_t bytes, void** out);
+  /* Frees what host_alloc_pinned of this instance returned; null is a no-op, any other pointer
+   * INVALID_ARGUMENT. */
+  gpuplug_status_t (*host_free_pinned)(gpuplug_instance_t inst, void* ptr);
+} gpuplug_plugin_v1;
+
+/* The smallest table a v1 host accepts: everything up to and including sweep_unreleased (the
+ * table of the first release). A plugin built before a slot was appended publishes this smaller
+ * struct_size and keeps loading; the host then uses the slot's default. */
+#define GPUPLUG_PLUGIN_V1_MIN_SIZE (offsetof(gpuplug_plugin_v1, sweep_unreleased) + sizeof(void*))
+/* The table of ABI 1.0 as it shipped (the 1.0 header's sizeof, up to sweep_unreleased): what a
+ * later plugin answers to a host that speaks 1.0, and the most a host reads of a table that
+ * declares 1.0, whatever its struct_size says. */
+#define GPUPLUG_PLUGIN_V1_0_SIZE (offsetof(gpuplug_plugin_v1, sweep_unreleased) + sizeof(void*))
+/* The table of ABI 1.1: what a 1.2 plugin answers to a host that speaks 1.1. */
+#define GPUPLUG_PLUGIN_V1_1_SIZE (offsetof(gpuplug_plugin_v1, inspect_module) + sizeof(void*))
+/* The table of ABI 1.2. */
+#define GPUPLUG_PLUGIN_V1_2_SIZE (offsetof(gpuplug_plugin_v1, host_free_pinned) + sizeof(void*))
+
+/* The entry point every plugin exports (extern "C", default visibility). */
+typedef const gpuplug_plugin_v1* (*gpuplug_plugin_entry_fn)(uint32_t host_abi_version);
+
+/* ---- the host backend's kernel calling convention ---------------------- */
+/*
+ * A host kernel module is an ELF shared object. Each kernel is an exported
+ * function of type gpuplug_host_kernel_fn, called once per block of the grid
+ * (blocks of one launch may run concurrently on the worker pool); the kernel
+ * loops over the block's threads itself. params holds one pointer per argument,
+ * exactly as for cuLaunchKernel: a device pointer argument `float* x` arrives as
+ * `*(uint64_t*)params[i]`. `shared` points to shared_bytes of memory private to
+ * the block, valid for the call. Published metadata is a 4-byte exported object,
+ * e.g. `extern "C" GPUPLUG_PLUGIN_EXPORT const uint32_t gemm_f32_n_tile = 64;`.
+ *
+ * What a host kernel may do:
+ *  - throw a C++ exception. The host backend catches it in the block, skips the
+ *    blocks of that grid not yet started (blocks already running finish) and
+ *    reports LAUNCH_FAILED, naming the kernel (module::function), the block and
+ *    the exception (its type and what() for a std::exception, "unknown
+ *    exception" otherwise; the text is cut to a bound and escaped). The launch
+ *    itself returns SUCCESS, as an asynchronous GPU launch would; the failure is
+ *    pending on the launch's stream (stream 0 has its own) and reported once, by
+ *    the first of: stream_synchronize of that stream, synchronize (which reports
+ *    every stream's), the next launch on that stream (which is then not run), or
+ *    stream_destroy of that stream (which destroys it either way). After that
+ *    the stream and the device work normally; the data the kernel was writing
+ *    is in whatever state it left it.
+ *  - call other code of the process and libraries its module depends on. A
+ *    module loaded from a module folder or through load_module_file is loaded
+ *    by its path, so RUNPATH $ORIGIN finds libraries next to it; a dependency
+ *    not found fails the load with NOT_FOUND naming it.
+ * What a host kernel must not do:
+ *  - longjmp out of the kernel, call exit/abort/pthread_exit, or end or
+ *    block the calling thread for good: kernels run on the backend's worker
+ *    threads (and the launching thread), whose state the backend relies on;
+ *  - let an exception escape through C frames or noexcept functions of its own
+ *    (that terminates before the backend can catch it);
+ *  - fault (a segmentation fault takes the process down, as on any CPU);
+ *  - rely on blocks running in any order, on another block of the grid, or on
+ *    the thread that runs it (blocks of one launch run concurrently, so a
+ *    kernel must be reentrant: no unsynchronised writes to shared state);
+ *  - keep params or shared past its return.
+ * A function handle is valid only on the instance whose get_function returned
+ * it, while its module is loaded; launch refuses a handle of another host
+ * instance with INVALID_ARGUMENT.
+ */
+typedef struct gpuplug_host_block_t {
+  gpuplug_dim3_t grid_dim;
+  gpuplug_dim3_t block_dim;
+  gpuplug_dim3_t block_idx;
+  uint32_t shared_bytes;
+  void* shared;
+} gpuplug_host_block_t;
+
+typedef void (*gpuplug_host_kernel_fn)(const gpuplug_host_block_t* block, void* const* params);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* GPUPLUG_ABI_H */
