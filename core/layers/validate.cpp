@@ -28,6 +28,7 @@ namespace {
 
 using layers::HandleSet;
 using layers::kRecentCapacity;
+using layers::list_handles;
 using layers::LayerBase;
 using layers::MappedRecord;
 using layers::MemoryRecord;
@@ -42,15 +43,6 @@ struct Function {
 
 std::string dims(gpuplug_dim3_t d) {
   return "(" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) + ")";
-}
-
-/// "1, 2, 7": handles in order, for the destroy warning.
-std::string list_handles(const std::unordered_set<std::uint64_t>& handles) {
-  std::vector<std::uint64_t> sorted(handles.begin(), handles.end());
-  std::sort(sorted.begin(), sorted.end());
-  std::vector<std::string> names;
-  for (std::uint64_t h : sorted) names.push_back(std::to_string(h));
-  return support::join(names);
 }
 
 class ValidateLayer final : public LayerBase {

@@ -10,33 +10,6 @@ namespace gpuplug::sdk::detail {
 
 namespace {
 
-// The struct of ABI 1.0 (later minors append fields): the least ledger_stats accepts.
-#ifdef GPUPLUG_LEDGER_STATS_V1_0_SIZE
-constexpr std::size_t ledger_stats_min_size = GPUPLUG_LEDGER_STATS_V1_0_SIZE;
-#else
-constexpr std::size_t ledger_stats_min_size = sizeof(gpuplug_ledger_stats_t);
-#endif
-
-// Writes the fields the caller's struct_size covers (ABI 1.3 appended live_pinned_bytes) and
-// says how much in struct_size; check_out_struct has refused less than the 1.0 struct.
-void fill_stats(gpuplug_ledger_stats_t& out, const LedgerCounters& c) noexcept {
-  out.reserved = 0;
-  out.live_bytes = c.live_bytes;
-  out.live_count = c.live_count;
-  out.peak_bytes = c.peak_bytes;
-  out.live_managed_bytes = c.live_managed_bytes;
-  out.total_allocs = c.total_allocs;
-  out.total_frees = c.total_frees;
-#if GPUPLUG_ABI_VERSION_MINOR >= 3
-  if (out.struct_size >= GPUPLUG_LEDGER_STATS_V1_3_SIZE) {
-    out.live_pinned_bytes = c.live_pinned_bytes;
-    out.struct_size = GPUPLUG_LEDGER_STATS_V1_3_SIZE;
-  }
-#else
-  (void)c.live_pinned_bytes;
-#endif
-}
-
 // ---- instance slots ----------------------------------------------------------------------------
 
 void slot_destroy(gpuplug_instance_t inst) noexcept {
