@@ -99,4 +99,21 @@ DevicePtr GpuBackend::import_memory(void*, std::size_t, std::function<void()>, s
 }
 Stream GpuBackend::import_stream(void*) { interop_unsupported(*this, "import_stream"); }
 
+namespace {
+[[noreturn]] void mapped_unsupported(const GpuBackend& b, const char* operation) {
+  throw Error(Status::unsupported, std::string(b.name()), operation,
+              "mapped host memory is not supported by the " + std::string(b.plugin_name()) +
+                  " backend");
+}
+}  // namespace
+
+void* GpuBackend::alloc_host_pinned(std::size_t, const char*) {
+  mapped_unsupported(*this, "alloc_host_pinned");
+}
+void GpuBackend::free_host_pinned(void*) { mapped_unsupported(*this, "free_host_pinned"); }
+DevicePtr GpuBackend::host_ptr_to_device(const void*) {
+  mapped_unsupported(*this, "host_ptr_to_device");
+}
+void* GpuBackend::host_address(DevicePtr) { mapped_unsupported(*this, "host_address"); }
+
 }  // namespace gpuplug

@@ -107,6 +107,8 @@ class FaultsLayer : public layers::LayerBase {
     const std::tuple<A...> a(args...);
     if constexpr (same_slot<Slot, &P::alloc> || same_slot<Slot, &P::alloc_managed>) {
       return call_next<&P::free>(*std::get<2>(a));
+    } else if constexpr (same_slot<Slot, &P::alloc_host_mapped>) {
+      return call_next<&P::free_host_mapped>(*std::get<2>(a));
     } else if constexpr (same_slot<Slot, &P::stream_create>) {
       return call_next<&P::stream_destroy>(*std::get<0>(a));
     } else if constexpr (same_slot<Slot, &P::event_create>) {

@@ -203,8 +203,17 @@ class Trace final : public LayerBase {
     } else if constexpr (same_slot<Slot, &P::native_handles>) {
       e.stream = arg(I0{});
       e.on_stream = true;
-    } else if constexpr (same_slot<Slot, &P::native_pointer>) {
+    } else if constexpr (same_slot<Slot, &P::native_pointer> ||
+                         same_slot<Slot, &P::host_address>) {
       e.a = arg(I0{});
+    } else if constexpr (same_slot<Slot, &P::alloc_host_mapped>) {
+      // Host memory: its bytes are not the device's live bytes, so no note_alloc.
+      e.b = arg(I0{});
+      e.a = status == GPUPLUG_STATUS_SUCCESS ? *std::get<3>(std::tuple<A...>(args...)) : 0;
+      if (const char* site = arg(I1{}); site != nullptr) e.text = support::escape_text(site);
+    } else if constexpr (same_slot<Slot, &P::free_host_mapped> ||
+                         same_slot<Slot, &P::host_ptr_to_device>) {
+      e.b = reinterpret_cast<std::uintptr_t>(arg(I0{}));  // the host pointer
     } else if constexpr (same_slot<Slot, &P::launch>) {
       e.a = arg(I0{});
       e.grid = arg(I1{});

@@ -63,7 +63,13 @@ std::string describe_args(const Event& e, const KernelNames& names) {
       add("stream", hex(e.a));
       add("native_stream", hex(e.b));
       break;
-    case slot_native_pointer: add("device_ptr", hex(e.a)); break;
+    case slot_native_pointer: case slot_host_address: add("device_ptr", hex(e.a)); break;
+    case slot_alloc_host_mapped:
+      add("bytes", std::to_string(e.b), false);
+      add("device_ptr", hex(e.a));
+      if (!e.text.empty()) add("site", e.text);
+      break;
+    case slot_free_host_mapped: case slot_host_ptr_to_device: add("host_ptr", hex(e.b)); break;
     case slot_event_create: case slot_event_record: case slot_stream_wait_event:
       add("event", hex(e.a));
       break;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The validate layer's record of a backend's streams and events (core-private): the live
-// handles, and the recently destroyed ones to name in a message.
+// The validate layer's record of a backend's streams and events (core-private): the live handles,
+// and the recently destroyed ones to name in a message.
 #pragma once
 
 #include <algorithm>
@@ -9,6 +9,9 @@
 #include <deque>
 #include <string>
 #include <unordered_set>
+#include <vector>
+
+#include <gpuplug/support/text.hpp>
 
 namespace gpuplug::detail::layers {
 
@@ -64,5 +67,14 @@ class HandleSet {
   std::unordered_set<std::uint64_t> live_;
   RecentHandles destroyed_;
 };
+
+/// "1, 2, 7": handles in order, for the destroy warning.
+inline std::string list_handles(const std::unordered_set<std::uint64_t>& handles) {
+  std::vector<std::uint64_t> sorted(handles.begin(), handles.end());
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<std::string> names;
+  for (std::uint64_t h : sorted) names.push_back(std::to_string(h));
+  return support::join(names);
+}
 
 }  // namespace gpuplug::detail::layers

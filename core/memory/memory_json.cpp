@@ -26,6 +26,8 @@ const char* kind_name(AllocKind kind) {
       return "managed";
     case AllocKind::external:
       return "external";
+    case AllocKind::pinned:
+      return "pinned";
     case AllocKind::device:
       break;
   }
@@ -94,8 +96,9 @@ AllocKind kind_field(const json::value& t, const std::string& source, const std:
   if (k == "device") return AllocKind::device;
   if (k == "managed") return AllocKind::managed;
   if (k == "external") return AllocKind::external;
+  if (k == "pinned") return AllocKind::pinned;
   bad(source, where + "\"kind\" is '" + support::escape_text(k) +
-                  "', not device, managed or external");
+                  "', not device, managed, external or pinned");
 }
 
 /// The elements of array `key` ("where" for each: "sites[3]: ").
@@ -124,7 +127,8 @@ std::string to_json(const MemorySnapshot& s) {
                            : json::value(nullptr);
   doc["totals"] = {{"live_bytes", c.live_bytes},     {"live_count", c.live_count},
                    {"peak_bytes", c.peak_bytes},     {"live_managed_bytes", c.live_managed_bytes},
-                   {"total_allocs", c.total_allocs}, {"total_frees", c.total_frees}};
+                   {"total_allocs", c.total_allocs}, {"total_frees", c.total_frees},
+                   {"live_pinned_bytes", c.live_pinned_bytes}};
   json::value& sites = doc["sites"] = json::value::array();
   for (const SiteMemory& t : s.sites) {
     sites.push_back(json::value{{"site", t.site},
@@ -194,6 +198,9 @@ MemorySnapshot parse_memory_snapshot(std::string_view text, const std::string& s
   s.totals.live_managed_bytes = unsigned_field(totals, "live_managed_bytes", source, tw);
   s.totals.total_allocs = unsigned_field(totals, "total_allocs", source, tw);
   s.totals.total_frees = unsigned_field(totals, "total_frees", source, tw);
+  // Added within schema 1 (mapped host memory): absent from older snapshots, which had none.
+  s.totals.live_pinned_bytes =
+      optional_unsigned(totals, "live_pinned_bytes", source, tw).value_or(0);
   each(root, "sites", source, [&](const json::value& e, const std::string& w) {
     s.sites.push_back(
         {string_field(e, "site", source, w), unsigned_field(e, "live_bytes", source, w),

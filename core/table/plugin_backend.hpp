@@ -100,6 +100,12 @@ class PluginBackend final : public GpuBackend {
   DevicePtr import_memory(void* native, std::size_t bytes, std::function<void()> on_release,
                           std::string_view site) override;
   Stream import_stream(void* native_stream) override;
+  // Mapped host memory and host addresses (plugin_backend_mapped.cpp): the ABI 1.3 slots or their
+  // defaults.
+  void* alloc_host_pinned(std::size_t bytes, const char* site) override;
+  void free_host_pinned(void* p) override;
+  DevicePtr host_ptr_to_device(const void* p) override;
+  void* host_address(DevicePtr ptr) override;
 
   // ---- ABI 1.2 peer copies (core/peer_copy.cpp, docs/interop.md) ----
   /// True when `src` comes from the same loaded plugin as this backend (the plugin's own

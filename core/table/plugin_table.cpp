@@ -150,11 +150,25 @@ gpuplug_status_t default_import_stream(const PluginBackend& b, void*, std::uint6
   unsupported(b, "import_stream");
 }
 
+// ABI 1.3 mapped host memory: a plugin without the three slots has none.
+gpuplug_status_t default_alloc_host_mapped(const PluginBackend& b, std::uint64_t, const char*,
+                                           void**, std::uint64_t*) {
+  unsupported(b, "alloc_host_pinned");
+}
+gpuplug_status_t default_free_host_mapped(const PluginBackend& b, void*) {
+  unsupported(b, "free_host_pinned");
+}
+gpuplug_status_t default_host_ptr_to_device(const PluginBackend& b, const void*,
+                                            std::uint64_t*) {
+  unsupported(b, "host_ptr_to_device");
+}
+
 // Defaults that leave the slot null: the caller takes another path (see OptionalSlots).
 constexpr std::nullptr_t default_ledger_snapshot = nullptr;
 constexpr std::nullptr_t default_copy_peer_async = nullptr;
 constexpr std::nullptr_t default_host_alloc_pinned = nullptr;
 constexpr std::nullptr_t default_host_free_pinned = nullptr;
+constexpr std::nullptr_t default_host_address = nullptr;  // PluginBackend::host_address asks the ledger
 constexpr std::nullptr_t default_copy_h2d_async_retained = nullptr;  // resolved after the rest
 
 // copy_h2d_async of a plugin older than ABI 1.3, which may read the source after it returns:
@@ -355,8 +369,12 @@ DeviceInfo to_device_info(const gpuplug_device_info_t& d) {
 }
 
 LedgerStats to_ledger_stats(const gpuplug_ledger_stats_t& s) noexcept {
-  return LedgerStats{s.live_bytes,         s.live_count,   s.peak_bytes,
-                     s.live_managed_bytes, s.total_allocs, s.total_frees};
+  LedgerStats out{s.live_bytes,         s.live_count,   s.peak_bytes,
+                  s.live_managed_bytes, s.total_allocs, s.total_frees};
+  // ABI 1.3's field, only when the struct_size the plugin wrote back covers it (an older plugin
+  // leaves the caller's size and the zeroed field).
+  if (s.struct_size >= GPUPLUG_LEDGER_STATS_V1_3_SIZE) out.live_pinned_bytes = s.live_pinned_bytes;
+  return out;
 }
 
 LogLevel to_log_level(gpuplug_log_level_t level) noexcept {

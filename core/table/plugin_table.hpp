@@ -72,7 +72,8 @@ struct SlotThunk<R (*)(gpuplug_instance_t, A...)> {
 /// default_<slot> in plugin_table.cpp). A null member means the caller takes another path
 /// (ledger_report: alloc_report summarises ledger_stats; ledger_snapshot: a partial snapshot;
 /// copy_peer_async and the pinned pair: copy_peer stages through host memory; the pitched 2D
-/// copies: one 1D async copy per row). This is the one
+/// copies: one 1D async copy per row; host_address: the ledger snapshot says whether the pointer
+/// is managed memory). This is the one
 /// place where optional slots are null-checked.
 struct OptionalSlots {
 #define GPUPLUG_OPTIONAL_MEMBER(P, name, minor, side, group, rule, absent) \

@@ -183,6 +183,11 @@ typedef int32_t gpuplug_alloc_kind_t;
  * ledger (counted in live_bytes/live_count, range-checked) but never freed by the plugin, and
  * never counted against device_memory_limit. */
 #define GPUPLUG_ALLOC_EXTERNAL 2
+/* ABI 1.3 (mapped host memory): page-locked host memory mapped into the device's address space,
+ * made by alloc_host_mapped. On the ledger at its device address (counted in live_count and in
+ * live_pinned_bytes, range-checked, swept), never in live_bytes nor against
+ * device_memory_limit. */
+#define GPUPLUG_ALLOC_PINNED 3
 
 /* Allocation ledger counters for one instance. */
 typedef struct gpuplug_ledger_stats_t {
@@ -194,7 +199,18 @@ typedef struct gpuplug_ledger_stats_t {
   uint64_t live_managed_bytes;
   uint64_t total_allocs;       /* successful allocations since create */
   uint64_t total_frees;
+  /* ---- ABI 1.3 (struct_size GPUPLUG_LEDGER_STATS_V1_3_SIZE): appended. A plugin writes only the
+   * fields the caller's struct_size covers and sets struct_size to what it wrote; the host reads
+   * this field only when that covers it (an older plugin leaves it as the host zeroed it). */
+  uint64_t live_pinned_bytes;  /* mapped host memory (GPUPLUG_ALLOC_PINNED), not in live_bytes */
 } gpuplug_ledger_stats_t;
+
+/* The size of gpuplug_ledger_stats_t before ABI 1.3 (up to total_frees): the least a plugin
+ * accepts. */
+#define GPUPLUG_LEDGER_STATS_V1_0_SIZE (offsetof(gpuplug_ledger_stats_t, live_pinned_bytes))
+/* The size of gpuplug_ledger_stats_t in ABI 1.3. */
+#define GPUPLUG_LEDGER_STATS_V1_3_SIZE \
+  (offsetof(gpuplug_ledger_stats_t, live_pinned_bytes) + sizeof(uint64_t))
 
 /* What inspect_module (ABI 1.1) found in a module image for one device: which of the targets the
  * image carries would load there, and the kernels it defines. Every string NUL-terminated,
@@ -437,6 +453,32 @@ typedef struct gpuplug_plugin_v1 {
   gpuplug_status_t (*copy_d2d_2d_async)(gpuplug_instance_t inst, uint64_t dst, uint64_t dst_pitch,
                                         uint64_t src, uint64_t src_pitch, uint64_t width_bytes,
                                         uint64_t height, uint64_t stream);
+  /* ---- ABI 1.3: mapped host memory (docs/memory.md). Optional, as a group: a table without
+   * all three has none, and the core refuses them with UNSUPPORTED naming the plugin. */
+  /* `bytes` (> 0) of zeroed, page-locked host memory at *host that kernels of this instance read
+   * and write at *device (cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP | PORTABLE and
+   * cuMemHostGetDevicePointer; hipHostMalloc with hipHostMallocMapped | Portable and
+   * hipHostGetDevicePointer; host: the same address). On the ledger at *device as
+   * GPUPLUG_ALLOC_PINNED under `site` (may be null): in live_count and live_pinned_bytes, not in
+   * live_bytes nor against device_memory_limit; copies, memset_d8 and launches may name device
+   * addresses inside it. OUT_OF_MEMORY when the driver has none left. */
+  gpuplug_status_t (*alloc_host_mapped)(gpuplug_instance_t inst, uint64_t bytes, const char* site,
+                                        void** host, uint64_t* device);
+  /* Frees what alloc_host_mapped of this instance returned, named by its host pointer: off the
+   * ledger, then the driver's free. Null is a no-op; any other pointer is INVALID_ARGUMENT naming
+   * it. sweep_unreleased and destroy free what is left (with their warning). */
+  gpuplug_status_t (*free_host_mapped)(gpuplug_instance_t inst, void* host);
+  /* The device address of host pointer `host`, which may point inside a live mapped allocation of
+   * this instance (the same offset from its device address); any other pointer is
+   * INVALID_ARGUMENT naming it. */
+  gpuplug_status_t (*host_ptr_to_device)(gpuplug_instance_t inst, const void* host, uint64_t* device);
+  /* The host address of device pointer `ptr` (which may point inside an allocation) of managed or
+   * mapped memory: for mapped memory the host pointer alloc_host_mapped returned (plus the
+   * offset), for managed memory the same address on CUDA, HIP and host. Device memory is
+   * INVALID_ARGUMENT ("device memory has no host address") naming the pointer, as is a pointer
+   * the instance does not know. (optional) defaults to the core returning `ptr` itself when the
+   * ledger snapshot says it lies in managed memory, INVALID_ARGUMENT otherwise. */
+  gpuplug_status_t (*host_address)(gpuplug_instance_t inst, uint64_t ptr, void** out);
 } gpuplug_plugin_v1;
 
 /* The smallest table a v1 host accepts: everything up to and including sweep_unreleased (the
@@ -452,7 +494,7 @@ typedef struct gpuplug_plugin_v1 {
 /* The table of ABI 1.2. */
 #define GPUPLUG_PLUGIN_V1_2_SIZE (offsetof(gpuplug_plugin_v1, host_free_pinned) + sizeof(void*))
 /* The table of ABI 1.3 (provisional: see GPUPLUG_ABI_1_3_PROVISIONAL). */
-#define GPUPLUG_PLUGIN_V1_3_SIZE (offsetof(gpuplug_plugin_v1, copy_d2d_2d_async) + sizeof(void*))
+#define GPUPLUG_PLUGIN_V1_3_SIZE (offsetof(gpuplug_plugin_v1, host_address) + sizeof(void*))
 
 /* The entry point every plugin exports (extern "C", default visibility). */
 typedef const gpuplug_plugin_v1* (*gpuplug_plugin_entry_fn)(uint32_t host_abi_version);

@@ -163,6 +163,30 @@ class GpuBackend {
   /// is a stream of this backend.
   virtual Stream import_stream(void* native_stream);
 
+  // ---- mapped host memory (ABI 1.3; docs/memory.md, "Pinned and mapped host memory"). The
+  // defaults throw Error(unsupported), which is also what a backend whose plugin lacks the slots
+  // reports.
+  /// `bytes` (> 0) of ZEROED page-locked host memory that is also mapped into the device's
+  /// address space: the host reads and writes it at the returned pointer, kernels, copies and
+  /// memset at host_ptr_to_device of it. On the ledger at its device address as kind pinned with
+  /// `site` (counted in live_count and LedgerStats::live_pinned_bytes, not in live_bytes nor
+  /// against device_memory_limit). Work on the device that writes it is seen by the host after
+  /// synchronizing. Error(out_of_memory) when the driver has no more; Error(invalid_argument)
+  /// for 0 bytes.
+  virtual void* alloc_host_pinned(std::size_t bytes, const char* site = GPUPLUG_CALLER_FUNCTION);
+  /// Frees what alloc_host_pinned returned. Null is a no-op; any other pointer (not from this
+  /// backend, not the start of an allocation, freed already) is Error(invalid_argument) naming it.
+  virtual void free_host_pinned(void* p);
+  /// The device address at which kernels reach the mapped memory at `p` (which may point inside
+  /// an allocation: the same offset from its start). Any other pointer is Error(invalid_argument)
+  /// naming it.
+  virtual DevicePtr host_ptr_to_device(const void* p);
+  /// The host address of managed or mapped memory at `ptr` (which may point inside it): for mapped
+  /// memory the host pointer alloc_host_pinned returned (plus the offset), for managed memory the
+  /// same address on CUDA, HIP and host. Device memory is Error(invalid_argument) ("device memory
+  /// has no host address") naming the pointer, as is a pointer this backend does not know.
+  virtual void* host_address(DevicePtr ptr);
+
   // ---- modules
   /// Registers `image` (fatbin/cubin/PTX, HIP code object, host ELF) under `name`.
   /// Error(invalid_argument) if the name is taken, Error(invalid_image) if the bytes do not load.

@@ -217,6 +217,9 @@ struct LedgerStats {
   std::uint64_t live_managed_bytes = 0;
   std::uint64_t total_allocs = 0;
   std::uint64_t total_frees = 0;
+  /// Mapped host memory (alloc_host_pinned): in live_count, not in live_bytes (not the device's
+  /// budget). 0 from a plugin older than ABI 1.3.
+  std::uint64_t live_pinned_bytes = 0;
 };
 
 }  // namespace gpuplug

@@ -14,6 +14,7 @@
 #include "gpuplug/support/regular_file.hpp"
 #include "gpuplug/support/text.hpp"
 #include "ledger.hpp"
+#include "mapped_set.hpp"
 #include "module_registry.hpp"
 #include "plugin_sdk.hpp"
 
@@ -51,7 +52,8 @@ Device::Device(const DeviceConfig& config)
       modules_(std::make_unique<ModuleRegistry>(*this, config.module_search_path)),
       events_(std::make_unique<EventSet>()),
       errors_(std::make_unique<ErrorSlots>()),
-      pinned_(std::make_unique<PinnedSet>()) {}
+      pinned_(std::make_unique<PinnedSet>()),
+      mapped_(std::make_unique<MappedSet>()) {}
 
 Device::~Device() = default;
 
@@ -154,12 +156,21 @@ void Device::free_pinned(void* p) {
 
 bool Device::is_pinned(const void* p, std::uint64_t bytes) const noexcept {
   const auto* begin = static_cast<const std::byte*>(p);
-  std::lock_guard lock(pinned_->mutex);
-  auto it = pinned_->live.upper_bound(begin);
-  if (it == pinned_->live.begin()) return false;
-  --it;
-  const auto offset = static_cast<std::uint64_t>(begin - it->first);
-  return offset <= it->second && bytes <= it->second - offset;
+  {
+    std::lock_guard lock(pinned_->mutex);
+    auto it = pinned_->live.upper_bound(begin);
+    if (it != pinned_->live.begin()) {
+      --it;
+      const auto offset = static_cast<std::uint64_t>(begin - it->first);
+      if (offset <= it->second && bytes <= it->second - offset) return true;
+    }
+  }
+  // Mapped host memory (ABI 1.3) is page-locked too.
+  const auto host = reinterpret_cast<std::uintptr_t>(p);
+  std::lock_guard lock(mapped_->mutex);
+  const auto held = MappedSet::holding(mapped_->by_host, host);
+  return held && host - held->first <= held->second.bytes &&
+         bytes <= held->second.bytes - (host - held->first);
 }
 
 VendorModule Device::vendor_load_module_file(std::string_view name,
@@ -224,8 +235,12 @@ void Device::synchronize_or_warn(const char* op) noexcept {
 
 SweepResult Device::sweep_allocations() noexcept {
   // Imported ranges leave the ledger with the rest; their memory is their owner's to free.
+  // Mapped host memory goes back through its own free.
   return ledger_->sweep([this](std::uint64_t ptr, gpuplug_alloc_kind_t kind) {
-    if (kind != alloc_external) vendor_free(ptr, kind);
+    if (kind == alloc_kind_pinned)
+      free_swept_mapped(ptr);
+    else if (kind != alloc_external)
+      vendor_free(ptr, kind);
   });
 }
 

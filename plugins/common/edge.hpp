@@ -101,6 +101,33 @@ void check_out_struct(const char* op, const T* out, std::size_t min_size = sizeo
              " is smaller than the v1 struct (" + std::to_string(min_size) + ")");
 }
 
+// The struct of ABI 1.0 (later minors append fields): the least ledger_stats accepts.
+#ifdef GPUPLUG_LEDGER_STATS_V1_0_SIZE
+inline constexpr std::size_t ledger_stats_min_size = GPUPLUG_LEDGER_STATS_V1_0_SIZE;
+#else
+inline constexpr std::size_t ledger_stats_min_size = sizeof(gpuplug_ledger_stats_t);
+#endif
+
+// Writes the fields the caller's struct_size covers (ABI 1.3 appended live_pinned_bytes) and
+// says how much in struct_size; check_out_struct has refused less than the 1.0 struct.
+inline void fill_stats(gpuplug_ledger_stats_t& out, const LedgerCounters& c) noexcept {
+  out.reserved = 0;
+  out.live_bytes = c.live_bytes;
+  out.live_count = c.live_count;
+  out.peak_bytes = c.peak_bytes;
+  out.live_managed_bytes = c.live_managed_bytes;
+  out.total_allocs = c.total_allocs;
+  out.total_frees = c.total_frees;
+#if GPUPLUG_ABI_VERSION_MINOR >= 3
+  if (out.struct_size >= GPUPLUG_LEDGER_STATS_V1_3_SIZE) {
+    out.live_pinned_bytes = c.live_pinned_bytes;
+    out.struct_size = GPUPLUG_LEDGER_STATS_V1_3_SIZE;
+  }
+#else
+  (void)c.live_pinned_bytes;
+#endif
+}
+
 /// Writes as much of `info` as the caller's struct holds, and says how much in its struct_size.
 inline void write_device_info(gpuplug_device_info_t& out, gpuplug_device_info_t info) noexcept {
   const std::size_t size = std::min<std::size_t>(out.struct_size, sizeof info);
@@ -160,5 +187,16 @@ gpuplug_status_t slot_copy_d2d_2d_async(gpuplug_instance_t inst, std::uint64_t d
                                         std::uint64_t dst_pitch, std::uint64_t src,
                                         std::uint64_t src_pitch, std::uint64_t width,
                                         std::uint64_t height, std::uint64_t stream) noexcept;
+
+// ABI 1.3 mapped host memory and host addresses (mapped_slots.cpp); only a 1.3 table points to
+// them (the slot list fills them by name).
+gpuplug_status_t slot_alloc_host_mapped(gpuplug_instance_t inst, std::uint64_t bytes,
+                                        const char* site, void** host,
+                                        std::uint64_t* device) noexcept;
+gpuplug_status_t slot_free_host_mapped(gpuplug_instance_t inst, void* host) noexcept;
+gpuplug_status_t slot_host_ptr_to_device(gpuplug_instance_t inst, const void* host,
+                                         std::uint64_t* device) noexcept;
+gpuplug_status_t slot_host_address(gpuplug_instance_t inst, std::uint64_t ptr,
+                                   void** out) noexcept;
 
 }  // namespace gpuplug::sdk::detail

@@ -144,20 +144,25 @@ void AllocationLedger::commit(Reservation&& reservation, std::uint64_t ptr, cons
         [&](const Live& s) { return s.ptr == ptr; });
     if (existing == nullptr) {
       index_.note(ptr);  // room reserved above: cannot throw
+      // Pinned memory is host memory: in the counts and live_pinned_bytes, never in the bytes
+      // the peaks, scopes and sites measure (the device's budget).
+      const std::uint64_t budget = r.kind_ == alloc_kind_pinned ? 0 : bytes;
       if (r.kind_ == GPUPLUG_ALLOC_DEVICE) {
         if (r.ledger_ != nullptr) reserved_device_bytes_ -= bytes;
         live_device_bytes_ += bytes;
       } else if (r.kind_ == GPUPLUG_ALLOC_MANAGED) {
         counters_.live_managed_bytes += bytes;
+      } else if (r.kind_ == alloc_kind_pinned) {
+        counters_.live_pinned_bytes += bytes;
       }  // external: in live_bytes only
       r.ledger_ = nullptr;  // committed: nothing to give back
-      counters_.live_bytes += bytes;
+      counters_.live_bytes += budget;
       counters_.live_count += 1;
       counters_.total_allocs += 1;
       counters_.peak_bytes = std::max(counters_.peak_bytes, counters_.live_bytes);
       ++sequence_;
       SiteState& site_state = interned->second;
-      site_state.live_bytes += bytes;
+      site_state.live_bytes += budget;
       site_state.live_count += 1;
       site_state.peak_bytes = std::max(site_state.peak_bytes, site_state.live_bytes);
       for (OpenScope& scope : scopes_) scope.high = std::max(scope.high, counters_.live_bytes);
@@ -173,21 +178,27 @@ void AllocationLedger::commit(Reservation&& reservation, std::uint64_t ptr, cons
 }
 
 // Inlined into release and release_kind: the free path is one call deep.
-[[gnu::always_inline]] inline bool AllocationLedger::remove(std::uint64_t ptr,
-                                                            Live& live) noexcept {
+// `pinned`: removes only an alloc_kind_pinned entry; otherwise only an entry of another kind (mapped
+// host memory leaves the ledger through its own free, never through free of its device address).
+[[gnu::always_inline]] inline bool AllocationLedger::remove(std::uint64_t ptr, Live& live,
+                                                            bool pinned) noexcept {
   if (!exact_.erase(
-          detail::mix(ptr), [&](const Live& s) { return s.ptr == ptr; }, live))
+          detail::mix(ptr),
+          [&](const Live& s) { return s.ptr == ptr && (s.kind == alloc_kind_pinned) == pinned; }, live))
     return false;
   if (live.filed != 0) index_.erase(ptr, live.bytes);
+  const std::uint64_t budget = live.kind == alloc_kind_pinned ? 0 : live.bytes;
   if (live.kind == GPUPLUG_ALLOC_DEVICE)
     live_device_bytes_ -= live.bytes;
   else if (live.kind == GPUPLUG_ALLOC_MANAGED)
     counters_.live_managed_bytes -= live.bytes;
-  counters_.live_bytes -= live.bytes;
+  else if (live.kind == alloc_kind_pinned)
+    counters_.live_pinned_bytes -= live.bytes;
+  counters_.live_bytes -= budget;
   counters_.live_count -= 1;
   counters_.total_frees += 1;
   ++sequence_;
-  live.site->second.live_bytes -= live.bytes;
+  live.site->second.live_bytes -= budget;
   live.site->second.live_count -= 1;
   if (!history_.empty()) [[unlikely]]
     record_event(live, true);
@@ -195,6 +206,16 @@ void AllocationLedger::commit(Reservation&& reservation, std::uint64_t ptr, cons
 }
 
 void AllocationLedger::fail_not_live(std::uint64_t ptr) const {
+  bool mapped = false;
+  {
+    std::lock_guard lock(mutex_);
+    const Live* s = live(ptr);
+    mapped = s != nullptr && s->kind == alloc_kind_pinned;
+  }
+  if (mapped)
+    fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+         "free of " + hex(ptr) + ": it is the device address of mapped host memory of " + owner_ +
+             "; free it by its host pointer (free_host_pinned)");
   fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
        "free of " + hex(ptr) + ": not allocated by " + owner_ + " (or already freed)");
 }
@@ -206,7 +227,7 @@ LedgerEntry AllocationLedger::release(std::uint64_t ptr) {
     // The site is copied before anything changes, so a bad_alloc leaves the entry in place.
     if (const Live* s = live(ptr)) entry.site = s->site->first;
     Live live;
-    if (remove(ptr, live)) {
+    if (remove(ptr, live, false)) {
       entry.bytes = live.bytes;
       entry.kind = live.kind;
       return entry;
@@ -219,9 +240,19 @@ gpuplug_alloc_kind_t AllocationLedger::release_kind(std::uint64_t ptr) {
   {
     std::lock_guard lock(mutex_);
     Live live;
-    if (remove(ptr, live)) return live.kind;
+    if (remove(ptr, live, false)) return live.kind;
   }
   fail_not_live(ptr);
+}
+
+std::uint64_t AllocationLedger::release_pinned(std::uint64_t ptr) {
+  {
+    std::lock_guard lock(mutex_);
+    Live live;
+    if (remove(ptr, live, true)) return live.bytes;
+  }
+  fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+       "free of mapped memory at " + hex(ptr) + ": not on the ledger of " + owner_);
 }
 
 AllocationLedger::Live* AllocationLedger::live(std::uint64_t ptr) const noexcept {
@@ -274,6 +305,8 @@ std::string AllocationLedger::report(std::size_t top_n) const {
            describe_bytes(c.live_bytes);
     if (c.live_managed_bytes != 0)
       out += ", of which " + describe_bytes(c.live_managed_bytes) + " managed";
+    if (c.live_pinned_bytes != 0)
+      out += ", and " + describe_bytes(c.live_pinned_bytes) + " of pinned host memory";
   }
   out += "; peak " + describe_bytes(c.peak_bytes) + ", " + std::to_string(c.total_allocs) +
          " allocs, " + std::to_string(c.total_frees) + " frees";
@@ -301,10 +334,12 @@ SweepResult AllocationLedger::sweep(
     result.count = taken.size();
     result.bytes = counters_.live_bytes;
     result.managed_bytes = counters_.live_managed_bytes;
+    result.pinned_bytes = counters_.live_pinned_bytes;
     counters_.total_frees += counters_.live_count;
     counters_.live_bytes = 0;
     counters_.live_count = 0;
     counters_.live_managed_bytes = 0;
+    counters_.live_pinned_bytes = 0;
     live_device_bytes_ = 0;
     // Sweeps are not history events: they end the instance's life.
     for (auto& [_, state] : sites_) {
@@ -331,6 +366,8 @@ SweepResult AllocationLedger::sweep(
         "swept " + std::to_string(result.count) +
         (result.count == 1 ? " unreleased allocation, " : " unreleased allocations, ") +
         describe_bytes(result.bytes);
+    if (result.pinned_bytes != 0)
+      message += " and " + describe_bytes(result.pinned_bytes) + " of pinned host memory";
     if (sites_known) message += "; top call sites: " + format_sites(result.top_sites);
     log(GPUPLUG_LOG_WARNING, message);
   } catch (...) {

@@ -33,6 +33,15 @@ inline constexpr gpuplug_alloc_kind_t alloc_external = 2;
 #ifdef GPUPLUG_ALLOC_EXTERNAL
 static_assert(alloc_external == GPUPLUG_ALLOC_EXTERNAL);
 #endif
+/// GPUPLUG_ALLOC_PINNED (ABI 1.3, mapped host memory): page-locked host memory mapped into the
+/// device's address space, recorded at its device address. Counted in live_count and
+/// live_pinned_bytes (and its site's live_count), never in live_bytes, a site's bytes, the peaks
+/// or device_memory_limit: it is host memory, not the device's budget. Spelled out for the same
+/// reason as alloc_external (no table of an older header has the slot that makes it).
+inline constexpr gpuplug_alloc_kind_t alloc_kind_pinned = 3;
+#ifdef GPUPLUG_ALLOC_PINNED
+static_assert(alloc_kind_pinned == GPUPLUG_ALLOC_PINNED);
+#endif
 
 /// One live allocation. `bytes` is what the caller asked for (0 for a zero-byte allocation,
 /// even though the vendor was asked for 1 byte so the pointer is distinct and freeable).
@@ -51,6 +60,7 @@ struct LedgerCounters {
   std::uint64_t live_managed_bytes = 0;
   std::uint64_t total_allocs = 0;  // successful allocations
   std::uint64_t total_frees = 0;   // frees, sweeps included
+  std::uint64_t live_pinned_bytes = 0;  // mapped host memory (alloc_kind_pinned), not in live_bytes
 };
 
 /// One live allocation as a snapshot reports it.
@@ -119,6 +129,7 @@ struct SweepResult {
   std::uint64_t count = 0;  // entries removed from the ledger
   std::uint64_t bytes = 0;
   std::uint64_t managed_bytes = 0;
+  std::uint64_t pinned_bytes = 0;    // mapped host memory among them (not in `bytes`)
   std::uint64_t failed = 0;          // entries whose vendor free threw (logged, still removed)
   std::vector<SiteUsage> top_sites;  // the largest sites among the swept allocations
 };
@@ -185,12 +196,12 @@ class AllocationLedger {
 
   /// Reserves `bytes` of `kind`. Throws Failure(OUT_OF_MEMORY) naming the limit, the live bytes
   /// and the request when a device allocation would pass device_memory_limit, and
-  /// Failure(INVALID_ARGUMENT) for a kind that is neither device, managed nor external. Without a
-  /// limit (or for managed or external memory) it takes no lock.
+  /// Failure(INVALID_ARGUMENT) for a kind that is neither device, managed, external nor pinned.
+  /// Without a limit (or for memory other than device memory) it takes no lock.
   Reservation reserve(std::uint64_t bytes, gpuplug_alloc_kind_t kind) {
     if (kind == GPUPLUG_ALLOC_DEVICE) {
       if (limit_) return reserve_against_limit(bytes);
-    } else if (kind != GPUPLUG_ALLOC_MANAGED && kind != alloc_external) {
+    } else if (kind != GPUPLUG_ALLOC_MANAGED && kind != alloc_external && kind != alloc_kind_pinned) {
       fail_unknown_kind(kind);
     }
     return Reservation(nullptr, bytes, kind);
@@ -204,7 +215,12 @@ class AllocationLedger {
   LedgerEntry release(std::uint64_t ptr);
   /// As `release`, but returns only the kind, so it copies no site and allocates nothing (the
   /// SDK's free slot, a hot path). Same errors.
+  /// Neither removes an alloc_kind_pinned entry: its free is `release_pinned` (the device address of
+  /// mapped host memory is refused, naming it and the free to use).
   gpuplug_alloc_kind_t release_kind(std::uint64_t ptr);
+  /// Removes the alloc_kind_pinned entry at `ptr` and returns its bytes; Failure(INVALID_ARGUMENT)
+  /// when there is none.
+  std::uint64_t release_pinned(std::uint64_t ptr);
 
   /// reserve, vendor_alloc(), commit; frees the vendor pointer with vendor_free(ptr) if the
   /// commit fails. Returns the pointer. vendor_alloc throws on failure.
@@ -320,7 +336,7 @@ class AllocationLedger {
   Site* intern(const char* site);
   /// Under the lock: removes `ptr` from the indexes and the counters, its entry into `out`;
   /// false, changing nothing, when it is not live.
-  bool remove(std::uint64_t ptr, Live& out) noexcept;
+  bool remove(std::uint64_t ptr, Live& out, bool pinned) noexcept;
   [[noreturn]] void fail_not_live(std::uint64_t ptr) const;
   /// Under the lock: the live entry of `ptr`, or null.
   Live* live(std::uint64_t ptr) const noexcept;

@@ -10,16 +10,6 @@ namespace gpuplug::sdk::detail {
 
 namespace {
 
-void fill_stats(gpuplug_ledger_stats_t& out, const LedgerCounters& c) noexcept {
-  out.reserved = 0;
-  out.live_bytes = c.live_bytes;
-  out.live_count = c.live_count;
-  out.peak_bytes = c.peak_bytes;
-  out.live_managed_bytes = c.live_managed_bytes;
-  out.total_allocs = c.total_allocs;
-  out.total_frees = c.total_frees;
-}
-
 // ---- instance slots ----------------------------------------------------------------------------
 
 void slot_destroy(gpuplug_instance_t inst) noexcept {
@@ -313,7 +303,7 @@ gpuplug_status_t slot_launch(gpuplug_instance_t inst, std::uint64_t function, gp
 
 gpuplug_status_t slot_ledger_stats(gpuplug_instance_t inst, gpuplug_ledger_stats_t* out) noexcept {
   return guarded(inst, "ledger_stats", [&](Device& d) {
-    check_out_struct("ledger_stats", out);
+    check_out_struct("ledger_stats", out, ledger_stats_min_size);
     fill_stats(*out, DeviceAccess::ledger(d).counters());
   });
 }
@@ -331,7 +321,7 @@ std::size_t slot_ledger_report(gpuplug_instance_t inst, std::uint32_t top_n, cha
 gpuplug_status_t slot_sweep_unreleased(gpuplug_instance_t inst,
                                        gpuplug_ledger_stats_t* swept) noexcept {
   return guarded(inst, "sweep_unreleased", [&](Device& d) {
-    if (swept != nullptr) check_out_struct("sweep_unreleased", swept);
+    if (swept != nullptr) check_out_struct("sweep_unreleased", swept, ledger_stats_min_size);
     const SweepResult r = DeviceAccess::sweep_unreleased(d);
     if (swept != nullptr) {
       // live_* describe what was swept; total_frees counts the vendor frees that succeeded.
@@ -339,6 +329,7 @@ gpuplug_status_t slot_sweep_unreleased(gpuplug_instance_t inst,
       c.live_bytes = r.bytes;
       c.live_count = r.count;
       c.live_managed_bytes = r.managed_bytes;
+      c.live_pinned_bytes = r.pinned_bytes;
       c.total_frees = r.count - r.failed;
       fill_stats(*swept, c);
     }

@@ -138,6 +138,13 @@ struct NativeStreamHandles {
   void* stream = nullptr;
 };
 
+/// What vendor_alloc_host_mapped returns: page-locked host memory and the device address kernels
+/// reach it at (the same value where the driver maps host memory at its own address).
+struct MappedHost {
+  void* host = nullptr;
+  std::uint64_t device = 0;
+};
+
 /// What a device may do with a range of device addresses (vendor_owns_range's answer).
 enum class Access : std::uint8_t { none, read, read_write };
 
@@ -344,6 +351,25 @@ class Device {
   /// Frees what vendor_host_alloc_pinned returned (the SDK knows it did).
   virtual void vendor_host_free_pinned(void* p) noexcept;
 
+  // ---- vendor hooks: mapped host memory and host addresses (ABI 1.3; docs/memory.md). Optional:
+  // the defaults fail UNSUPPORTED ("mapped host memory is not supported by <plugin>:<ordinal>").
+  // The SDK keeps the mapped allocations on the ledger (alloc_kind_pinned, at their device address)
+  // and in its own host-to-device record, checks every pointer against them and frees what is
+  // left at sweep and shutdown; the hooks are only the driver's calls.
+  /// `bytes` (> 0) of ZEROED page-locked host memory mapped into this device, and its device
+  /// address (the vendor calls vendor_host_ptr_to_device itself if it needs to). Failure
+  /// (OUT_OF_MEMORY) when the driver has none left.
+  virtual MappedHost vendor_alloc_host_mapped(std::uint64_t bytes);
+  /// Frees what vendor_alloc_host_mapped returned (the SDK knows it did, and has taken it off the
+  /// ledger and its record first).
+  virtual void vendor_free_host_mapped(void* host);
+  /// The device address the driver gives the start of mapped allocation `host`
+  /// (cuMemHostGetDevicePointer, hipHostGetDevicePointer); the SDK adds interior offsets itself.
+  virtual std::uint64_t vendor_host_ptr_to_device(void* host);
+  /// The host address of `ptr` inside live managed memory (the SDK has checked the ledger holds
+  /// it as managed; mapped memory the SDK answers from its record). CUDA, HIP and host: `ptr`.
+  virtual void* vendor_host_address(std::uint64_t ptr);
+
   // ---- provided by the SDK (device.cpp): what the table's slots do around the vendor hooks.
   // A vendor has no need to call them; they are safe to call (the bookkeeping is theirs).
   /// alloc / alloc_managed: reserves, calls the vendor, records. A zero-byte request still gets
@@ -366,9 +392,18 @@ class Device {
   /// is left (warning).
   void* alloc_pinned(std::uint64_t bytes);
   void free_pinned(void* p);
-  /// True when [p, p + bytes) lies in pinned memory this device handed out and has not freed
-  /// (what an async host-to-device copy need not stage). Thread-safe; never throws.
+  /// True when [p, p + bytes) lies in page-locked memory this device handed out and has not
+  /// freed (host_alloc_pinned, alloc_host_mapped): what a DMA engine reads after an async upload
+  /// returns (vendor_dma_reads_pinned). Thread-safe; never throws.
   bool is_pinned(const void* p, std::uint64_t bytes) const noexcept;
+  /// alloc_host_mapped / free_host_mapped / host_ptr_to_device / host_address (mapped.cpp): the
+  /// ledger entry (alloc_kind_pinned at the device address, under `site`) and the host-to-device
+  /// record around the vendor hooks; a pointer not from this device is Failure(INVALID_ARGUMENT)
+  /// naming it.
+  MappedHost alloc_mapped(std::uint64_t bytes, const char* site);
+  void free_mapped(void* host);
+  std::uint64_t mapped_device_address(const void* host);
+  void* host_address_of(std::uint64_t ptr);
   /// Refuses a null `ptr`, a range that wraps, an overrun of the live allocation `ptr` lies in,
   /// and a range that is not memory of this device (asking the ledger, then the registry's
   /// globals, then vendor_owns_range), or read-only memory when `write`. Failure(INVALID_ARGUMENT)
@@ -396,6 +431,10 @@ class Device {
   std::unique_ptr<ErrorSlots> errors_;
   struct PinnedSet;
   std::unique_ptr<PinnedSet> pinned_;
+  struct MappedSet;  // mapped_set.hpp
+  std::unique_ptr<MappedSet> mapped_;
+  /// The sweep's free of a mapped allocation the ledger held at `device` (mapped.cpp).
+  void free_swept_mapped(std::uint64_t device);
   bool shut_down_ = false;
 };
 

@@ -112,6 +112,13 @@ class CudaDevice final : public sdk::Device {
                               std::uint64_t bytes, std::uint64_t stream) override;
   void* vendor_host_alloc_pinned(std::uint64_t bytes) override;
   void vendor_host_free_pinned(void* p) noexcept override;
+  // mapped host memory (ABI 1.3, mapped.cpp): cuMemHostAlloc with DEVICEMAP | PORTABLE, zeroed
+  // here (the driver does not), and cuMemHostGetDevicePointer; managed memory's host address is
+  // its own (unified addressing). UNSUPPORTED naming the entry point a driver lacks.
+  sdk::MappedHost vendor_alloc_host_mapped(std::uint64_t bytes) override;
+  void vendor_free_host_mapped(void* host) override;
+  std::uint64_t vendor_host_ptr_to_device(void* host) override;
+  void* vendor_host_address(std::uint64_t ptr) override;
 
   // streams
   std::uint64_t vendor_stream_create() override;

@@ -86,7 +86,8 @@ namespace gpuplug::cuda {
   X(memcpy_peer_async, cuMemcpyPeerAsync)                   \
   X(mem_host_alloc, cuMemHostAlloc)                         \
   X(mem_free_host, cuMemFreeHost)                           \
-  X(memcpy_2d_async, cuMemcpy2DAsync)
+  X(memcpy_2d_async, cuMemcpy2DAsync)                       \
+  X(mem_host_get_device_pointer, cuMemHostGetDevicePointer)
 
 /// The loaded driver: why it is (un)usable and its entry points.
 ///

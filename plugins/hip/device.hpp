@@ -84,6 +84,13 @@ class HipDevice final : public sdk::Device {
                               std::uint64_t bytes, std::uint64_t stream) override;
   void* vendor_host_alloc_pinned(std::uint64_t bytes) override;
   void vendor_host_free_pinned(void* p) noexcept override;
+  // mapped host memory (ABI 1.3, mapped.cpp): hipHostMalloc with hipHostMallocMapped | Portable,
+  // zeroed here (the runtime does not), and hipHostGetDevicePointer; managed memory's host
+  // address is its own. UNSUPPORTED naming the entry point a runtime lacks.
+  sdk::MappedHost vendor_alloc_host_mapped(std::uint64_t bytes) override;
+  void vendor_free_host_mapped(void* host) override;
+  std::uint64_t vendor_host_ptr_to_device(void* host) override;
+  void* vendor_host_address(std::uint64_t ptr) override;
 
   // streams
   std::uint64_t vendor_stream_create() override;

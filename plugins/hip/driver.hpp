@@ -69,7 +69,8 @@ namespace gpuplug::hip {
   X(stream_wait_event, hipStreamWaitEvent)       \
   X(memcpy_peer_async, hipMemcpyPeerAsync)        \
   X(host_free, hipHostFree)                       \
-  X(memcpy_2d_async, hipMemcpy2DAsync)
+  X(memcpy_2d_async, hipMemcpy2DAsync)            \
+  X(host_get_device_pointer, hipHostGetDevicePointer)
 
 // hipMalloc and hipMallocManaged are overloaded in C++ (template helpers in the header), so their
 // C signatures are spelled out; the static_cast checks them against the header's declaration.

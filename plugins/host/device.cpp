@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <mutex>
@@ -240,6 +241,17 @@ void* HostDevice::vendor_host_alloc_pinned(std::uint64_t bytes) {
 }
 
 void HostDevice::vendor_host_free_pinned(void* p) noexcept { std::free(p); }
+
+sdk::MappedHost HostDevice::vendor_alloc_host_mapped(std::uint64_t bytes) {
+  void* p = vendor_host_alloc_pinned(bytes);
+  std::memset(p, 0, as_size(bytes));
+  return {p, vendor_host_ptr_to_device(p)};
+}
+void HostDevice::vendor_free_host_mapped(void* host) { std::free(host); }
+std::uint64_t HostDevice::vendor_host_ptr_to_device(void* host) {
+  return reinterpret_cast<std::uintptr_t>(host);
+}
+void* HostDevice::vendor_host_address(std::uint64_t ptr) { return as_ptr(ptr); }
 
 void HostDevice::vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
                                   std::uint64_t stream) {

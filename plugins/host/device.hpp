@@ -109,6 +109,12 @@ class HostDevice final : public sdk::Device {
                               std::uint64_t bytes, std::uint64_t stream) override;
   void* vendor_host_alloc_pinned(std::uint64_t bytes) override;
   void vendor_host_free_pinned(void* p) noexcept override;
+  // Mapped host memory (ABI 1.3): zeroed page-aligned host memory, whose device address is its
+  // own (the device is this process); managed memory's host address is its own too.
+  sdk::MappedHost vendor_alloc_host_mapped(std::uint64_t bytes) override;
+  void vendor_free_host_mapped(void* host) override;
+  std::uint64_t vendor_host_ptr_to_device(void* host) override;
+  void* vendor_host_address(std::uint64_t ptr) override;
 
   std::uint64_t vendor_stream_create() override;
   void vendor_stream_destroy(std::uint64_t stream) override;

@@ -380,3 +380,38 @@ BOOST_AUTO_TEST_CASE(bad_tables_and_files) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_CASE(the_1_2_answer_has_no_mapped_memory_but_host_address_of_managed_memory) {
+  // ABI-2 for the mapped-memory slots of 1.3: unsupported, naming the operation and both
+  // versions; host_address, null in a 1.2 table, answers managed memory from the ledger snapshot
+  // and still refuses device memory.
+  Entry entry(kHostPlugin);
+  auto gpu = gpuplug::create_backend_from_table(kHostPlugin, *entry(GPUPLUG_MAKE_VERSION(1, 2)));
+  int local = 0;
+  for (const auto& [operation, call] :
+       std::vector<std::pair<std::string, std::function<void()>>>{
+           {"alloc_host_pinned", [&] { (void)gpu->alloc_host_pinned(64); }},
+           {"free_host_pinned", [&] { gpu->free_host_pinned(&local); }},
+           {"host_ptr_to_device", [&] { (void)gpu->host_ptr_to_device(&local); }}}) {
+    try {
+      call();
+      BOOST_FAIL(operation + " on a 1.2 plugin did not throw");
+    } catch (const gpuplug::Error& e) {
+      BOOST_TEST((e.status() == gpuplug::Status::unsupported), e.what());
+      BOOST_TEST(contains(e.what(), operation), e.what());
+      BOOST_TEST(contains(e.what(), "(it speaks ABI 1.2"), e.what());
+    }
+  }
+  const gpuplug::DevicePtr m = gpu->alloc_managed(64);
+  BOOST_TEST(gpu->host_address(m + 8) == reinterpret_cast<void*>(static_cast<std::uintptr_t>((m + 8).value)));
+  const gpuplug::DevicePtr d = gpu->alloc(64);
+  try {
+    (void)gpu->host_address(d);
+    BOOST_FAIL("host_address of device memory did not throw");
+  } catch (const gpuplug::Error& e) {
+    BOOST_TEST((e.status() == gpuplug::Status::invalid_argument), e.what());
+    BOOST_TEST(contains(e.what(), "device memory has no host address"), e.what());
+  }
+  gpu->free(d);
+  gpu->free(m);
+}

@@ -18,6 +18,7 @@ add_library(gpuplug_conformance SHARED
   ${_conf}/events_cases.cpp
   ${_conf}/stream_cases.cpp
   ${_conf}/peer_cases.cpp
+  ${_conf}/pinned_cases.cpp
   ${_conf}/skew_cases.cpp
   ${_conf}/pitched_cases.cpp)
 add_library(gpuplug::conformance ALIAS gpuplug_conformance)

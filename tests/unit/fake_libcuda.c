@@ -42,6 +42,13 @@
  *                   grid or block dimension is 0 (and the block is at most 1024 threads) and
  *                   the stream, then counts the launch: no kernel code ever runs, so results
  *                   are whatever the copies left
+ *     host memory   cuMemHostAlloc (flags PORTABLE 0x1 and DEVICEMAP 0x2 only) returns host
+ *                   memory that is NOT zeroed (filled with 0xCD, as real page-locked memory holds
+ *                   whatever it held), cuMemFreeHost takes only its start; with DEVICEMAP,
+ *                   cuMemHostGetDevicePointer (flags 0) gives a device address in the device
+ *                   range, not the host address (as on a driver without unified addressing), so
+ *                   a plugin that mixes the two up is caught; copies, memset and
+ *                   cuPointerGetAttribute take that device address like an allocation's;
  *   device_no_events  as device, but cuGetProcAddress knows no cuEvent* / cuStreamWaitEvent (an
  *                   old driver or a shim): the plugin must load and report events unsupported
  * In the other modes it never pretends to have a device: entry points other than the few above
@@ -278,6 +285,13 @@ struct fake_allocation {
   unsigned char* bytes; /* the host memory behind it */
   int managed;
   const struct fake_module* module; /* a module's global: made at load, freed at unload */
+  int host_memory; /* cuMemHostAlloc's DEVICEMAP memory at its device address: bytes not owned */
+};
+/* One cuMemHostAlloc allocation. */
+struct fake_host_allocation {
+  unsigned char* host;
+  size_t size;
+  unsigned long long device; /* 0 without CU_MEMHOSTALLOC_DEVICEMAP */
 };
 struct fake_function {
   char* name;
@@ -305,6 +319,8 @@ static size_t stream_count, stream_capacity;
 static struct fake_module** modules; /* live CUmodules */
 static size_t module_count, module_capacity;
 static long long launches; /* successful cuLaunchKernel calls */
+static struct fake_host_allocation* host_allocations; /* live cuMemHostAlloc ones */
+static size_t host_allocation_count, host_allocation_capacity;
 
 FAKE_EXPORT long long gpuplug_fake_cuda_launches(void) {
   return __atomic_load_n(&launches, __ATOMIC_SEQ_CST);
@@ -371,6 +387,10 @@ static fake_result allocate(unsigned long long* out, size_t bytes, int managed,
   return FAKE_SUCCESS;
 }
 static void release_at(size_t index) {
+  if (allocations[index].host_memory) { /* cuMemFreeHost's: the host block is freed there */
+    remove_at(allocations, &allocation_count, index, sizeof *allocations);
+    return;
+  }
   used_bytes -= allocations[index].size;
   free(allocations[index].bytes);
   remove_at(allocations, &allocation_count, index, sizeof *allocations);
@@ -399,11 +419,84 @@ static fake_result mem_free(unsigned long long ptr) {
   fake_result result = FAKE_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&driver_lock);
   for (size_t i = 0; i < allocation_count; ++i) {
-    if (allocations[i].base == ptr && allocations[i].module == NULL) {
+    if (allocations[i].base == ptr && allocations[i].module == NULL &&
+        !allocations[i].host_memory) {
       release_at(i);
       result = FAKE_SUCCESS;
       break;
     }
+  }
+  pthread_mutex_unlock(&driver_lock);
+  return result;
+}
+/* cuMemHostAlloc(pp, bytes, flags): page-locked host memory, not zeroed. */
+static fake_result mem_host_alloc(void** pp, size_t bytes, unsigned int flags) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  if (pp == NULL || bytes == 0 || (flags & ~0x3u) != 0) return FAKE_ERROR_INVALID_VALUE;
+  unsigned char* host = (unsigned char*)malloc(bytes);
+  if (host == NULL) return FAKE_ERROR_OUT_OF_MEMORY;
+  memset(host, 0xCD, bytes);
+  struct fake_host_allocation h = {host, bytes, 0};
+  pthread_mutex_lock(&driver_lock);
+  int ok = 1;
+  if (flags & 0x2) { /* CU_MEMHOSTALLOC_DEVICEMAP */
+    h.device = next_device_address;
+    struct fake_allocation a = {h.device, bytes, host, 0, NULL, 1};
+    ok = append((void**)&allocations, &allocation_count, &allocation_capacity, &a, sizeof a);
+    if (ok) next_device_address += (bytes + 2 * FAKE_DEVICE_ALIGN - 1) / FAKE_DEVICE_ALIGN * FAKE_DEVICE_ALIGN;
+  }
+  if (ok && !append((void**)&host_allocations, &host_allocation_count, &host_allocation_capacity,
+                    &h, sizeof h)) {
+    if (h.device != 0) --allocation_count; /* the entry appended just above */
+    ok = 0;
+  }
+  pthread_mutex_unlock(&driver_lock);
+  if (!ok) {
+    free(host);
+    return FAKE_ERROR_OUT_OF_MEMORY;
+  }
+  *pp = host;
+  return FAKE_SUCCESS;
+}
+/* cuMemFreeHost(p): only the start of a cuMemHostAlloc allocation. */
+static fake_result mem_free_host(void* p) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  fake_result result = FAKE_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&driver_lock);
+  for (size_t i = 0; i < host_allocation_count; ++i) {
+    if (host_allocations[i].host != p) continue;
+    for (size_t j = 0; j < allocation_count; ++j) {
+      if (allocations[j].host_memory && allocations[j].base == host_allocations[i].device) {
+        release_at(j);
+        break;
+      }
+    }
+    free(host_allocations[i].host);
+    remove_at(host_allocations, &host_allocation_count, i, sizeof *host_allocations);
+    result = FAKE_SUCCESS;
+    break;
+  }
+  pthread_mutex_unlock(&driver_lock);
+  return result;
+}
+/* cuMemHostGetDevicePointer(out, p, flags): the device address of DEVICEMAP memory at p (which
+ * may point inside it); flags must be 0. */
+static fake_result mem_host_get_device_pointer(unsigned long long* out, void* p,
+                                               unsigned int flags) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  if (out == NULL || flags != 0) return FAKE_ERROR_INVALID_VALUE;
+  fake_result result = FAKE_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&driver_lock);
+  for (size_t i = 0; i < host_allocation_count; ++i) {
+    const struct fake_host_allocation* h = &host_allocations[i];
+    const unsigned char* c = (const unsigned char*)p;
+    if (h->device == 0 || c < h->host || (size_t)(c - h->host) >= h->size) continue;
+    *out = h->device + (unsigned long long)(c - h->host);
+    result = FAKE_SUCCESS;
+    break;
   }
   pthread_mutex_unlock(&driver_lock);
   return result;
@@ -1087,6 +1180,9 @@ static const struct {
     {"cuMemAlloc", (void*)&mem_alloc},
     {"cuMemAllocManaged", (void*)&mem_alloc_managed},
     {"cuMemFree", (void*)&mem_free},
+    {"cuMemHostAlloc", (void*)&mem_host_alloc},
+    {"cuMemFreeHost", (void*)&mem_free_host},
+    {"cuMemHostGetDevicePointer", (void*)&mem_host_get_device_pointer},
     {"cuPointerGetAttribute", (void*)&pointer_get_attribute},
     {"cuMemcpyHtoD", (void*)&memcpy_htod},
     {"cuMemcpyDtoH", (void*)&memcpy_dtoh},

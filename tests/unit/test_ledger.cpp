@@ -554,3 +554,50 @@ BOOST_AUTO_TEST_CASE(byte_sizes_parse_with_binary_suffixes) {
     }
   }
 }
+
+BOOST_AUTO_TEST_CASE(pinned_entries_count_apart_from_the_device_budget) {
+  // Mapped host memory (ABI 1.3): in live_count and live_pinned_bytes, never in live_bytes, the
+  // peak, a site's bytes or device_memory_limit; freed only through release_pinned.
+  AllocationLedger l("test:0", std::uint64_t{1000});
+  FakeVendor v;
+  const auto d = alloc(l, v, 600);
+  const auto p = alloc(l, v, 4096, gpuplug::sdk::alloc_kind_pinned, "mapped");  // past the limit
+  auto c = l.counters();
+  BOOST_TEST(c.live_count == 2u);
+  BOOST_TEST(c.live_bytes == 600u);
+  BOOST_TEST(c.peak_bytes == 600u);
+  BOOST_TEST(c.live_pinned_bytes == 4096u);
+  BOOST_TEST(l.live_device_bytes() == 600u);
+  const auto found = l.find(p + 100);
+  BOOST_TEST_REQUIRE(found.has_value());  // range checks see it
+  BOOST_TEST(found->kind == gpuplug::sdk::alloc_kind_pinned);
+  const auto snap = l.snapshot();
+  const auto site = std::find_if(snap.sites.begin(), snap.sites.end(),
+                                 [](const auto& s) { return s.site == "mapped"; });
+  BOOST_TEST_REQUIRE((site != snap.sites.end()));
+  BOOST_TEST(site->live_count == 1u);
+  BOOST_TEST(site->live_bytes == 0u);
+  BOOST_TEST(gpuplug::sdk::to_json(snap).find("\"pinned\"") != std::string::npos);
+  // free of its device address is refused, naming it and the free to use; it stays live.
+  const Failure f = expect_failure([&] { (void)l.release_kind(p); });
+  BOOST_TEST(f.status() == GPUPLUG_STATUS_INVALID_ARGUMENT);
+  BOOST_TEST(std::string(f.what()).find("free_host_pinned") != std::string::npos, f.what());
+  BOOST_TEST(l.counters().live_pinned_bytes == 4096u);
+  // release_pinned does not take device memory either.
+  BOOST_TEST(expect_failure([&] { (void)l.release_pinned(d); }).status() ==
+             GPUPLUG_STATUS_INVALID_ARGUMENT);
+  BOOST_TEST(l.release_pinned(p) == 4096u);
+  v.free(p);
+  c = l.counters();
+  BOOST_TEST(c.live_count == 1u);
+  BOOST_TEST(c.live_pinned_bytes == 0u);
+  BOOST_TEST(c.total_frees == 1u);
+  // The sweep reports pinned bytes apart.
+  (void)alloc(l, v, 64, gpuplug::sdk::alloc_kind_pinned, "mapped");
+  const auto swept = l.sweep([&](std::uint64_t ptr, gpuplug_alloc_kind_t) { v.free(ptr); });
+  BOOST_TEST(swept.count == 2u);
+  BOOST_TEST(swept.bytes == 600u);
+  BOOST_TEST(swept.pinned_bytes == 64u);
+  BOOST_TEST(l.counters().live_pinned_bytes == 0u);
+  BOOST_TEST(v.live.empty());
+}

@@ -103,7 +103,12 @@
   X(P, copy_d2h_2d_async, 3, instance, pitched, optional,                                         \
     "the core issues one copy_d2h_async per row")                                                  \
   X(P, copy_d2d_2d_async, 3, instance, pitched, optional,                                         \
-    "the core issues one copy_d2d_async per row")
+    "the core issues one copy_d2d_async per row")                                                  \
+  X(P, alloc_host_mapped, 3, instance, mapped, together, "UNSUPPORTED")                            \
+  X(P, free_host_mapped, 3, instance, mapped, together, "UNSUPPORTED")                             \
+  X(P, host_ptr_to_device, 3, instance, mapped, together, "UNSUPPORTED")                           \
+  X(P, host_address, 3, instance, memory, optional,                                                \
+    "the core returns the pointer itself for managed memory (the ledger snapshot says which)")
 #else
 #define GPUPLUG_ABI_SLOTS_1_3(X, P)
 #endif

@@ -44,6 +44,7 @@ enum class SlotGroup {
   peer,
   pinned,
   pitched,
+  mapped,
 };
 
 /// One row of GPUPLUG_ABI_SLOTS, with the slot's place in the table.
@@ -133,6 +134,7 @@ constexpr std::string_view group_name(SlotGroup group) noexcept {
     case SlotGroup::peer: return "peer";
     case SlotGroup::pinned: return "pinned";
     case SlotGroup::pitched: return "pitched";
+    case SlotGroup::mapped: return "mapped";
   }
   return "?";
 }

@@ -16,6 +16,10 @@
 // with -DGPUPLUG_FAKE_HIP_NO_EVENTS it lacks the event entry points (the plugin must still load).
 // hipMemcpyPeerAsync and hipHostMalloc/hipHostFree count their calls for the peer copy tests,
 // hipMemcpy2DAsync its copies for the pitched copy tests.
+// hipHostMalloc'd memory is not zeroed (0xCD, as page-locked memory holds what it held); with
+// hipHostMallocMapped, hipHostGetDevicePointer (flags 0) maps a pointer inside it to the same
+// address (an AMD GPU reaches mapped host memory at its host address), and copies and memsets
+// take it on the device that made it, or on every device when it is also portable.
 // Events: work completes when it is queued here, so a recorded event is complete at once; its
 // time is the steady clock at hipEventRecord. Events, like streams, belong to the device current
 // when they were made, and a destroyed or unknown event is hipErrorInvalidHandle.
@@ -78,7 +82,12 @@ struct State {
   std::size_t live[kDevices] = {};
   std::size_t peer_copies = 0;  // hipMemcpyPeerAsync calls that copied (for the tests)
   std::size_t copies_2d = 0;    // hipMemcpy2DAsync calls that copied (for the tests)
-  std::set<void*> pinned;       // hipHostMalloc'd memory not yet freed
+  struct Pinned {
+    std::size_t bytes = 0;
+    unsigned int flags = 0;  // hipHostMallocPortable 0x1, hipHostMallocMapped 0x2, ...
+    int device = 0;          // current at hipHostMalloc
+  };
+  std::map<void*, Pinned> pinned;  // hipHostMalloc'd memory not yet freed
   std::size_t pinned_allocs = 0;
 };
 State& state() {
@@ -88,12 +97,29 @@ State& state() {
 
 thread_local int t_current = 0;  // like HIP: device 0 until a thread says otherwise
 
-// Whether [p, p + bytes) lies in an allocation made on the current device.
+// The mapped host allocation holding `p` (the caller holds the lock), or null.
+const std::pair<void* const, State::Pinned>* mapped_of(const void* p) {
+  auto it = state().pinned.upper_bound(const_cast<void*>(p));
+  if (it == state().pinned.begin()) return nullptr;
+  --it;
+  const auto offset =
+      static_cast<std::size_t>(static_cast<const char*>(p) - static_cast<const char*>(it->first));
+  return (it->second.flags & hipHostMallocMapped) != 0 && offset < it->second.bytes ? &*it
+                                                                                    : nullptr;
+}
+
+// Whether [p, p + bytes) lies in an allocation made on the current device, or in mapped host
+// memory this device may reach.
 bool owned(const void* p, std::size_t bytes) {
   for (const auto& [base, a] : state().allocations) {
     const auto* b = static_cast<const char*>(base);
     const auto* q = static_cast<const char*>(p);
     if (q >= b && q + bytes <= b + a.bytes) return a.device == t_current;
+  }
+  if (const auto* m = mapped_of(p)) {
+    const auto* end = static_cast<const char*>(m->first) + m->second.bytes;
+    return static_cast<const char*>(p) + bytes <= end &&
+           ((m->second.flags & hipHostMallocPortable) != 0 || m->second.device == t_current);
   }
   return false;
 }
@@ -315,8 +341,16 @@ hipError_t hipHostMalloc(void** ptr, size_t size, unsigned int flags) {
   std::lock_guard lock(state().mutex);
   *ptr = std::malloc(size);
   if (*ptr == nullptr) return hipErrorOutOfMemory;
-  state().pinned.insert(*ptr);
+  std::memset(*ptr, 0xCD, size);
+  state().pinned[*ptr] = State::Pinned{size, flags, t_current};
   ++state().pinned_allocs;
+  return hipSuccess;
+}
+hipError_t hipHostGetDevicePointer(void** device, void* host, unsigned int flags) {
+  if (device == nullptr || flags != 0) return hipErrorInvalidValue;
+  std::lock_guard lock(state().mutex);
+  if (mapped_of(host) == nullptr) return hipErrorInvalidValue;
+  *device = host;
   return hipSuccess;
 }
 hipError_t hipHostFree(void* ptr) {

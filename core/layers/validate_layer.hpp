@@ -1,0 +1,436 @@
+// SPDX-License-Identifier: Apache-2.0
+// The validate layer's checks (core-private): its own record of what this backend made (memory in
+// MemoryRecord, mapped host memory in MappedRecord; streams, events and kernel handles here),
+// checked before each call reaches the plugin. validate.cpp makes the layer's table of them.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <gpuplug/support/failures.hpp>
+#include <gpuplug/support/text.hpp>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "layers/layer_support.hpp"
+#include "layers/validate_handles.hpp"
+#include "layers/validate_mapped.hpp"
+#include "layers/validate_memory.hpp"
+
+namespace gpuplug::detail::validate {
+
+using layers::HandleSet;
+using layers::kRecentCapacity;
+using layers::list_handles;
+using layers::LayerBase;
+using layers::MappedRecord;
+using layers::MemoryRecord;
+using support::hex;
+
+/// A kernel handle get_function returned on this backend.
+struct Function {
+  std::string module;
+  std::string func;
+  bool unloaded = false;  // its module was unloaded since
+};
+
+std::string dims(gpuplug_dim3_t d) {
+  return "(" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) + ")";
+}
+
+class ValidateLayer final : public LayerBase {
+ public:
+  ValidateLayer(const gpuplug_layer_next_t& next, const gpuplug_layer_services_t& services,
+                std::string backend, const Options&)
+      : LayerBase(next, services, std::move(backend)) {}
+
+  ~ValidateLayer() {
+    // The backend is going away: leftovers are a warning, never a failure (nor an exception
+    // out of destroy: without memory for the text there is no warning).
+    try {
+      warn_live_handles();
+    } catch (...) {
+    }
+  }
+
+  // ---- memory
+
+  gpuplug_status_t alloc(std::uint64_t bytes, const char* site, std::uint64_t* out) {
+    return record_alloc<&gpuplug_plugin_v1::alloc>(bytes, site, out, false);
+  }
+  gpuplug_status_t alloc_managed(std::uint64_t bytes, const char* site, std::uint64_t* out) {
+    return record_alloc<&gpuplug_plugin_v1::alloc_managed>(bytes, site, out, true);
+  }
+  gpuplug_status_t free(std::uint64_t ptr) {
+    if (ptr == 0) return call_next<&gpuplug_plugin_v1::free>(ptr);  // a no-op, as abi.h says
+    std::string why;
+    std::optional<MemoryRecord::Taken> taken = memory_.take(ptr, why);
+    if (!taken) return refuse(why);
+    const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::free>(ptr);
+    if (st == GPUPLUG_STATUS_SUCCESS) {
+      memory_.freed(std::move(*taken));
+    } else {
+      memory_.restore(std::move(*taken));
+    }
+    return st;
+  }
+  // Interop (ABI 1.2): an imported range is memory of the backend like an allocation, freed
+  // (forgotten) through free; an imported stream is a stream of the backend.
+  gpuplug_status_t import_memory(void* native, std::uint64_t bytes, const char* site,
+                                 std::uint64_t* out) {
+    const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::import_memory>(native, bytes, site, out);
+    if (st != GPUPLUG_STATUS_SUCCESS) return st;
+    try {
+      memory_.allocated(*out, bytes, site != nullptr ? site : "import", false);
+    } catch (...) {
+      call_next<&gpuplug_plugin_v1::free>(*out);
+      throw;
+    }
+    return st;
+  }
+  gpuplug_status_t import_stream(void* native, std::uint64_t* out) {
+    const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::import_stream>(native, out);
+    if (st == GPUPLUG_STATUS_SUCCESS) {
+      std::lock_guard lock(handles_mutex_);
+      streams_.created(*out);
+    }
+    return st;
+  }
+  gpuplug_status_t native_handles(std::uint64_t stream, gpuplug_native_handles_t* out) {
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::native_handles>(stream, out);
+  }
+  gpuplug_status_t native_pointer(std::uint64_t ptr, void** out) {
+    if (auto why = memory_.check_range(ptr, 0, ""); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::native_pointer>(ptr, out);
+  }
+  // Mapped host memory (ABI 1.3): its device range is memory of the backend like an
+  // allocation's; its host pointers are checked against MappedRecord.
+  gpuplug_status_t alloc_host_mapped(std::uint64_t bytes, const char* site, void** host,
+                                     std::uint64_t* device) {
+    using P = gpuplug_plugin_v1;
+    const gpuplug_status_t st = call_next<&P::alloc_host_mapped>(bytes, site, host, device);
+    if (st != GPUPLUG_STATUS_SUCCESS) return st;
+    try {
+      memory_.allocated(*device, bytes, site, false);
+      mapped_.added(address_of(*host), *device, bytes);
+    } catch (...) {
+      call_next<&P::free_host_mapped>(*host);
+      throw;
+    }
+    return st;
+  }
+  gpuplug_status_t free_host_mapped(void* host) {
+    if (host == nullptr) return call_next<&gpuplug_plugin_v1::free_host_mapped>(host);
+    std::string why;
+    const std::optional<std::uint64_t> device = mapped_.device_of_start(address_of(host), why);
+    if (!device) return refuse("free_host_mapped: " + why);
+    std::optional<MemoryRecord::Taken> taken = memory_.take(*device, why);
+    const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::free_host_mapped>(host);
+    if (st == GPUPLUG_STATUS_SUCCESS) {
+      mapped_.removed(address_of(host));
+      if (taken) memory_.freed(std::move(*taken));
+    } else if (taken) {
+      memory_.restore(std::move(*taken));
+    }
+    return st;
+  }
+  gpuplug_status_t host_ptr_to_device(const void* host, std::uint64_t* device) {
+    if (auto why = mapped_.check_inside(address_of(host)); !why.empty())
+      return refuse("host_ptr_to_device: " + why);
+    return call_next<&gpuplug_plugin_v1::host_ptr_to_device>(host, device);
+  }
+  gpuplug_status_t host_address(std::uint64_t ptr, void** out) {
+    if (auto why = memory_.check_range(ptr, 0, ""); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::host_address>(ptr, out);
+  }
+  gpuplug_status_t copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) {
+    if (auto why = memory_.check_range(dst, bytes, ""); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::copy_h2d>(dst, src, bytes);
+  }
+  gpuplug_status_t copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) {
+    if (auto why = memory_.check_range(src, bytes, ""); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::copy_d2h>(dst, src, bytes);
+  }
+  gpuplug_status_t copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) {
+    if (auto why = check_d2d(dst, src, bytes); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::copy_d2d>(dst, src, bytes);
+  }
+  // copy_h2d_async and (ABI 1.3) copy_h2d_async_retained: the same checks.
+  template <auto Slot>
+  gpuplug_status_t copy_h2d_queued(std::uint64_t dst, const void* src, std::uint64_t bytes,
+                                   std::uint64_t stream) {
+    if (auto why = memory_.check_range(dst, bytes, ""); !why.empty()) return refuse(why);
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<Slot>(dst, src, bytes, stream);
+  }
+  gpuplug_status_t copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
+                                  std::uint64_t stream) {
+    if (auto why = memory_.check_range(src, bytes, ""); !why.empty()) return refuse(why);
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::copy_d2h_async>(dst, src, bytes, stream);
+  }
+  gpuplug_status_t copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
+                                  std::uint64_t stream) {
+    if (auto why = check_d2d(dst, src, bytes); !why.empty()) return refuse(why);
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::copy_d2d_async>(dst, src, bytes, stream);
+  }
+  // Pitched 2D copies: each device side's spanned range, which covers every row (a pitch below
+  // the width, or a width or height of 0, is the plugin's to refuse or skip).
+  gpuplug_status_t copy_h2d_2d_async(std::uint64_t dst, std::uint64_t dpitch, const void* src,
+                                     std::uint64_t spitch, std::uint64_t w, std::uint64_t h,
+                                     std::uint64_t stream) {
+    if (auto why = memory_.check_pitched(dst, dpitch, w, h, ""); !why.empty()) return refuse(why);
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::copy_h2d_2d_async>(dst, dpitch, src, spitch, w, h, stream);
+  }
+  gpuplug_status_t copy_d2h_2d_async(void* dst, std::uint64_t dpitch, std::uint64_t src,
+                                     std::uint64_t spitch, std::uint64_t w, std::uint64_t h,
+                                     std::uint64_t stream) {
+    if (auto why = memory_.check_pitched(src, spitch, w, h, ""); !why.empty()) return refuse(why);
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::copy_d2h_2d_async>(dst, dpitch, src, spitch, w, h, stream);
+  }
+  gpuplug_status_t copy_d2d_2d_async(std::uint64_t dst, std::uint64_t dpitch, std::uint64_t src,
+                                     std::uint64_t spitch, std::uint64_t w, std::uint64_t h,
+                                     std::uint64_t stream) {
+    std::string why = memory_.check_pitched(dst, dpitch, w, h, "destination ");
+    if (why.empty()) why = memory_.check_pitched(src, spitch, w, h, "source ");
+    if (why.empty()) why = check_stream(stream);
+    if (!why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::copy_d2d_2d_async>(dst, dpitch, src, spitch, w, h, stream);
+  }
+  // The destination side only: the source is another backend's, and its own layers never see
+  // this call (abi.h: copy_peer_async).
+  gpuplug_status_t copy_peer_async(std::uint64_t dst, gpuplug_instance_t src_inst,
+                                   std::uint64_t src, std::uint64_t bytes, std::uint64_t stream) {
+    if (auto why = memory_.check_range(dst, bytes, ""); !why.empty()) return refuse(why);
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::copy_peer_async>(dst, src_inst, src, bytes, stream);
+  }
+  gpuplug_status_t memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
+                             std::uint64_t stream) {
+    if (auto why = memory_.check_range(dst, bytes, ""); !why.empty()) return refuse(why);
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::memset_d8>(dst, value, bytes, stream);
+  }
+  gpuplug_status_t sweep_unreleased(gpuplug_ledger_stats_t* swept) {
+    const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::sweep_unreleased>(swept);
+    if (st == GPUPLUG_STATUS_SUCCESS) {
+      memory_.swept();
+      mapped_.swept();
+    }
+    return st;
+  }
+
+  // ---- streams
+
+  gpuplug_status_t stream_create(std::uint64_t* out) {
+    return create_handle<&gpuplug_plugin_v1::stream_create>(streams_, out);
+  }
+  gpuplug_status_t stream_destroy(std::uint64_t stream) {
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    // Gone whatever the plugin answers: a destroy that reports a failure pending on the stream
+    // destroys it anyway (abi.h), and one that fails otherwise leaves nothing usable.
+    const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::stream_destroy>(stream);
+    std::lock_guard lock(handles_mutex_);
+    streams_.destroyed(stream);
+    return st;
+  }
+  gpuplug_status_t stream_synchronize(std::uint64_t stream) {
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::stream_synchronize>(stream);
+  }
+
+  // ---- events
+
+  gpuplug_status_t event_create(std::uint64_t* out) {
+    return create_handle<&gpuplug_plugin_v1::event_create>(events_, out);
+  }
+  gpuplug_status_t event_destroy(std::uint64_t event) {
+    if (auto why = check_event(event, "the event"); !why.empty()) return refuse(why);
+    const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::event_destroy>(event);
+    if (st == GPUPLUG_STATUS_SUCCESS) {
+      std::lock_guard lock(handles_mutex_);
+      events_.destroyed(event);
+    }
+    return st;
+  }
+  gpuplug_status_t event_record(std::uint64_t event, std::uint64_t stream) {
+    if (auto why = check_event(event, "the event"); !why.empty()) return refuse(why);
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::event_record>(event, stream);
+  }
+  gpuplug_status_t stream_wait_event(std::uint64_t stream, std::uint64_t event) {
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    if (auto why = check_event(event, "the event"); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::stream_wait_event>(stream, event);
+  }
+  gpuplug_status_t event_synchronize(std::uint64_t event) {
+    if (auto why = check_event(event, "the event"); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::event_synchronize>(event);
+  }
+  gpuplug_status_t event_query(std::uint64_t event, std::int32_t* ready) {
+    if (auto why = check_event(event, "the event"); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::event_query>(event, ready);
+  }
+  gpuplug_status_t event_elapsed_ms(std::uint64_t start, std::uint64_t end, float* ms) {
+    if (auto why = check_event(start, "the start event"); !why.empty()) return refuse(why);
+    if (auto why = check_event(end, "the end event"); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::event_elapsed_ms>(start, end, ms);
+  }
+
+  // ---- modules and kernels
+
+  gpuplug_status_t unload_module(const char* name) {
+    const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::unload_module>(name);
+    if (st != GPUPLUG_STATUS_SUCCESS) return st;
+    memory_.module_unloaded(name);
+    std::lock_guard lock(handles_mutex_);
+    for (auto& [handle, f] : functions_) {
+      if (f.unloaded || f.module != name) continue;
+      f.unloaded = true;
+      unloaded_order_.push_back(handle);
+    }
+    // Bounded: a program that reloads modules forever forgets the oldest unloaded handles.
+    while (unloaded_order_.size() > kRecentCapacity) {
+      auto it = functions_.find(unloaded_order_.front());
+      if (it != functions_.end() && it->second.unloaded) functions_.erase(it);
+      unloaded_order_.pop_front();
+    }
+    return st;
+  }
+  gpuplug_status_t get_function(const char* module, const char* func, std::uint64_t* out) {
+    const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::get_function>(module, func, out);
+    if (st == GPUPLUG_STATUS_SUCCESS) {
+      std::lock_guard lock(handles_mutex_);
+      functions_.insert_or_assign(*out, Function{module, func, false});
+    }
+    return st;
+  }
+  gpuplug_status_t get_global(const char* module, const char* symbol, std::uint64_t* address,
+                              std::uint64_t* size) {
+    const gpuplug_status_t st =
+        call_next<&gpuplug_plugin_v1::get_global>(module, symbol, address, size);
+    // Globals are memory the plugin hands out without alloc: valid copy targets.
+    if (st == GPUPLUG_STATUS_SUCCESS) memory_.global(*address, *size, module, symbol);
+    return st;
+  }
+  gpuplug_status_t launch(std::uint64_t function, gpuplug_dim3_t grid, gpuplug_dim3_t block,
+                          std::uint32_t shared_bytes, std::uint64_t stream, void** params) {
+    if (auto why = check_function(function); !why.empty()) return refuse(why);
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0)
+      return refuse("grid " + dims(grid) + " of " + describe_function(function) +
+                    " has a zero dimension");
+    if (block.x == 0 || block.y == 0 || block.z == 0)
+      return refuse("block " + dims(block) + " of " + describe_function(function) +
+                    " has a zero dimension");
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::launch>(function, grid, block, shared_bytes, stream,
+                                                 params);
+  }
+
+  /// INVALID_ARGUMENT with `why` as the failure's message (layer.h, "Errors").
+  gpuplug_status_t refuse(const std::string& why) const noexcept {
+    return fail(GPUPLUG_STATUS_INVALID_ARGUMENT, why);
+  }
+
+ private:
+  /// alloc / alloc_managed, recorded. When the record cannot grow (bad_alloc) the allocation is
+  /// given back, so that the failure the caller sees leaks nothing.
+  template <auto Slot>
+  gpuplug_status_t record_alloc(std::uint64_t bytes, const char* site, std::uint64_t* out,
+                                bool managed) {
+    const gpuplug_status_t st = call_next<Slot>(bytes, site, out);
+    if (st != GPUPLUG_STATUS_SUCCESS) return st;
+    try {
+      memory_.allocated(*out, bytes, site, managed);
+    } catch (...) {
+      call_next<&gpuplug_plugin_v1::free>(*out);
+      throw;
+    }
+    return st;
+  }
+  /// destroy: the streams and events never destroyed, named in one warning.
+  void warn_live_handles() {
+    std::lock_guard lock(handles_mutex_);
+    const auto& streams = streams_.live();
+    const auto& events = events_.live();
+    if (streams.empty() && events.empty()) return;
+    std::string what;
+    if (!streams.empty())
+      what += std::to_string(streams.size()) + (streams.size() == 1 ? " stream" : " streams") +
+              " (" + list_handles(streams) + ")";
+    if (!events.empty())
+      what += std::string(what.empty() ? "" : " and ") + std::to_string(events.size()) +
+              (events.size() == 1 ? " event" : " events") + " (" + list_handles(events) + ")";
+    log(GPUPLUG_LOG_WARNING,
+        "validate: destroyed with " + what + " still live: destroy them before the backend");
+  }
+  /// stream_create / event_create: the new handle is live here.
+  template <auto Slot>
+  gpuplug_status_t create_handle(HandleSet& set, std::uint64_t* out) {
+    const gpuplug_status_t st = call_next<Slot>(out);
+    if (st == GPUPLUG_STATUS_SUCCESS) {
+      std::lock_guard lock(handles_mutex_);
+      set.created(*out);
+    }
+    return st;
+  }
+  std::string check_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) const {
+    std::string why = memory_.check_range(dst, bytes, "destination ");
+    if (why.empty()) why = memory_.check_range(src, bytes, "source ");
+    return why;
+  }
+  std::string check_stream(std::uint64_t stream) const {
+    if (stream == 0) return {};  // the default stream is always there
+    std::lock_guard lock(handles_mutex_);
+    return streams_.check(stream);
+  }
+  std::string check_event(std::uint64_t event, const char* role) const {
+    if (event == 0) return std::string(role) + " is the null event (0)";
+    std::lock_guard lock(handles_mutex_);
+    return events_.check(event);
+  }
+  std::string check_function(std::uint64_t function) const {
+    std::lock_guard lock(handles_mutex_);
+    auto it = functions_.find(function);
+    if (it == functions_.end())
+      return "function " + hex(function) +
+             " was not resolved on this backend (get_function of another backend, or never "
+             "resolved)";
+    if (it->second.unloaded)
+      return "function " + hex(function) + " is " + it->second.module + "::" + it->second.func +
+             ", whose module " + it->second.module + " was unloaded";
+    return {};
+  }
+  /// "axpy::axpy_f32" for a handle known here (check_function passed).
+  std::string describe_function(std::uint64_t function) const {
+    std::lock_guard lock(handles_mutex_);
+    auto it = functions_.find(function);
+    if (it == functions_.end()) return hex(function);
+    return it->second.module + "::" + it->second.func;
+  }
+
+  static std::uint64_t address_of(const void* p) noexcept {
+    return reinterpret_cast<std::uintptr_t>(p);
+  }
+
+  MemoryRecord memory_;
+  MappedRecord mapped_;
+  // Streams, events and kernel handles of this backend: few, so one mutex.
+  mutable std::mutex handles_mutex_;
+  HandleSet streams_{"stream"};
+  HandleSet events_{"event"};
+  std::unordered_map<std::uint64_t, Function> functions_;  // by handle
+  std::deque<std::uint64_t> unloaded_order_;               // handles marked unloaded, oldest first
+};
+
+}  // namespace gpuplug::detail::validate
