@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The validate layer: its own record of what this backend made (memory in MemoryRecord; streams,
-// events and kernel handles here), checked before each call reaches the plugin.
+// events, graphs and kernel handles in validate_handles.hpp's sets), checked before each call
+// reaches the plugin.
 #include "layers/validate.hpp"
 
 #include <algorithm>
@@ -18,88 +19,21 @@
 #include <vector>
 
 #include "layers/layer_support.hpp"
+#include "layers/validate_handles.hpp"
 #include "layers/validate_memory.hpp"
 
 namespace gpuplug::detail {
 
 namespace {
 
+using layers::Function;
+using layers::HandleSet;
+using layers::kRecentCapacity;
 using layers::LayerBase;
 using layers::MemoryRecord;
+using layers::dims;
+using layers::list_handles;
 using support::hex;
-
-/// How many destroyed streams and events, and functions of unloaded modules, each backend
-/// remembers to name in a message (the oldest are forgotten: then "not created on this backend").
-constexpr std::size_t kRecentCapacity = 4096;
-
-/// A set of handles that remembers only the last kRecentCapacity inserted.
-class RecentHandles {
- public:
-  void insert(std::uint64_t h) {
-    if (!set_.insert(h).second) return;
-    order_.push_back(h);
-    if (order_.size() > kRecentCapacity) {
-      set_.erase(order_.front());
-      order_.pop_front();
-    }
-  }
-  /// A handle made again (the plugin reuses values) is no longer "destroyed".
-  void erase(std::uint64_t h) {
-    if (set_.erase(h) != 0) std::erase(order_, h);
-  }
-  bool contains(std::uint64_t h) const { return set_.contains(h); }
-
- private:
-  std::unordered_set<std::uint64_t> set_;
-  std::deque<std::uint64_t> order_;  // oldest first; the same handles as set_
-};
-
-/// The streams or the events of one backend: the live ones, and the recently destroyed ones to
-/// name in a message. Not thread-safe: the layer holds its handles mutex.
-class HandleSet {
- public:
-  explicit HandleSet(const char* kind) : kind_(kind) {}
-  void created(std::uint64_t h) {
-    live_.insert(h);
-    destroyed_.erase(h);
-  }
-  void destroyed(std::uint64_t h) {
-    if (live_.erase(h) != 0) destroyed_.insert(h);
-  }
-  /// Why `h` is no live handle of this backend; empty when it is.
-  std::string check(std::uint64_t h) const {
-    if (live_.contains(h)) return {};
-    const std::string name = std::string(kind_) + " " + std::to_string(h);
-    if (destroyed_.contains(h)) return name + " was destroyed";
-    return name + " was not created on this backend (another backend's, or never created)";
-  }
-  const std::unordered_set<std::uint64_t>& live() const noexcept { return live_; }
-
- private:
-  const char* kind_;  // "stream", "event"
-  std::unordered_set<std::uint64_t> live_;
-  RecentHandles destroyed_;
-};
-
-/// A kernel handle get_function returned on this backend.
-struct Function {
-  std::string module;
-  std::string func;
-  bool unloaded = false;  // its module was unloaded since
-};
-
-std::string dims(gpuplug_dim3_t d) {
-  return "(" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) + ")";
-}
-
-/// "1, 2, 7": handles in order, for the destroy warning.
-std::string list_handles(const std::unordered_set<std::uint64_t>& handles) {
-  std::vector<std::uint64_t> sorted(handles.begin(), handles.end());
-  std::sort(sorted.begin(), sorted.end());
-  std::vector<std::string> names;
-  for (std::uint64_t h : sorted) names.push_back(std::to_string(h));
-  return support::join(names);
-}
 
 class ValidateLayer final : public LayerBase {
  public:
@@ -276,6 +210,39 @@ class ValidateLayer final : public LayerBase {
     return call_next<&gpuplug_plugin_v1::event_elapsed_ms>(start, end, ms);
   }
 
+  // ---- graphs (ABI 1.3): streams checked, graphs known from end_capture until graph_destroy
+
+  gpuplug_status_t stream_begin_capture(std::uint64_t stream, std::int32_t mode) {
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::stream_begin_capture>(stream, mode);
+  }
+  gpuplug_status_t stream_end_capture(std::uint64_t stream, std::uint64_t* graph) {
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return create_handle<&gpuplug_plugin_v1::stream_end_capture>(graphs_, graph, stream);
+  }
+  gpuplug_status_t graph_launch(std::uint64_t graph, std::uint64_t stream) {
+    if (auto why = check_graph(graph); !why.empty()) return refuse(why);
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::graph_launch>(graph, stream);
+  }
+  gpuplug_status_t graph_destroy(std::uint64_t graph) {
+    if (auto why = check_graph(graph); !why.empty()) return refuse(why);
+    const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::graph_destroy>(graph);
+    if (st == GPUPLUG_STATUS_SUCCESS) {
+      std::lock_guard lock(handles_mutex_);
+      graphs_.destroyed(graph);
+    }
+    return st;
+  }
+  gpuplug_status_t stream_abort_capture(std::uint64_t stream) {
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::stream_abort_capture>(stream);
+  }
+  gpuplug_status_t stream_is_capturing(std::uint64_t stream, std::int32_t* capturing) {
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::stream_is_capturing>(stream, capturing);
+  }
+
   // ---- modules and kernels
 
   gpuplug_status_t unload_module(const char* name) {
@@ -363,10 +330,10 @@ class ValidateLayer final : public LayerBase {
     log(GPUPLUG_LOG_WARNING,
         "validate: destroyed with " + what + " still live: destroy them before the backend");
   }
-  /// stream_create / event_create: the new handle is live here.
-  template <auto Slot>
-  gpuplug_status_t create_handle(HandleSet& set, std::uint64_t* out) {
-    const gpuplug_status_t st = call_next<Slot>(out);
+  /// stream_create / event_create / stream_end_capture: the new handle is live here.
+  template <auto Slot, class... A>
+  gpuplug_status_t create_handle(HandleSet& set, std::uint64_t* out, A... args) {
+    const gpuplug_status_t st = call_next<Slot>(args..., out);
     if (st == GPUPLUG_STATUS_SUCCESS) {
       std::lock_guard lock(handles_mutex_);
       set.created(*out);
@@ -387,6 +354,11 @@ class ValidateLayer final : public LayerBase {
     if (event == 0) return std::string(role) + " is the null event (0)";
     std::lock_guard lock(handles_mutex_);
     return events_.check(event);
+  }
+  std::string check_graph(std::uint64_t graph) const {
+    if (graph == 0) return "the graph is the null graph (0)";
+    std::lock_guard lock(handles_mutex_);
+    return graphs_.check(graph);
   }
   std::string check_function(std::uint64_t function) const {
     std::lock_guard lock(handles_mutex_);
@@ -413,6 +385,7 @@ class ValidateLayer final : public LayerBase {
   mutable std::mutex handles_mutex_;
   HandleSet streams_{"stream"};
   HandleSet events_{"event"};
+  HandleSet graphs_{"graph"};
   std::unordered_map<std::uint64_t, Function> functions_;  // by handle
   std::deque<std::uint64_t> unloaded_order_;               // handles marked unloaded, oldest first
 };
@@ -476,6 +449,14 @@ gpuplug_plugin_v1 make_table() noexcept {
   GPUPLUG_VALIDATE_SLOT(import_stream)
   GPUPLUG_VALIDATE_SLOT(native_handles)
   GPUPLUG_VALIDATE_SLOT(native_pointer)
+#if GPUPLUG_ABI_VERSION_MINOR >= 3
+  GPUPLUG_VALIDATE_SLOT(stream_begin_capture)
+  GPUPLUG_VALIDATE_SLOT(stream_end_capture)
+  GPUPLUG_VALIDATE_SLOT(graph_launch)
+  GPUPLUG_VALIDATE_SLOT(graph_destroy)
+  GPUPLUG_VALIDATE_SLOT(stream_abort_capture)
+  GPUPLUG_VALIDATE_SLOT(stream_is_capturing)
+#endif
 #undef GPUPLUG_VALIDATE_SLOT
   return t;
 }
@@ -489,8 +470,8 @@ const gpuplug_layer_v1& validate_layer() noexcept {
       sizeof(gpuplug_layer_v1),
       GPUPLUG_LAYER_VERSION,
       "validate",
-      "refuses use after free, copies past an allocation, foreign or destroyed streams, events "
-      "and kernels, zero grids",
+      "refuses use after free, copies past an allocation, foreign or destroyed streams, events, "
+      "graphs and kernels, zero grids",
       nullptr,
       &layers::create_layer<ValidateLayer>,
       &validate_slots};

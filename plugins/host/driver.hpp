@@ -108,6 +108,10 @@ class Executor {
   /// 0 its bytes are copied first, into a buffer the queued copy owns (std::bad_alloc when there
   /// is no memory for it).
   void copy_staged(std::uint64_t stream, void* dst, const void* src, std::size_t bytes);
+  /// copy, with `keep` (which owns `src`) kept alive by the queued copy until it ran: a graph's
+  /// staged upload, whose graph may be destroyed while the replay is queued.
+  void copy_owned(std::uint64_t stream, void* dst, std::shared_ptr<const std::byte[]> keep,
+                  std::size_t bytes);
   /// memset(dst, value, bytes), ordered on `stream`.
   void fill(std::uint64_t stream, void* dst, std::uint8_t value, std::size_t bytes);
   /// Runs `kernel` once per block of `grid` (see the class comment); returns when all ran.

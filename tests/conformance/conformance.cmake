@@ -18,6 +18,7 @@ add_library(gpuplug_conformance SHARED
   ${_conf}/events_cases.cpp
   ${_conf}/stream_cases.cpp
   ${_conf}/peer_cases.cpp
+  ${_conf}/graph_cases.cpp
   ${_conf}/skew_cases.cpp)
 add_library(gpuplug::conformance ALIAS gpuplug_conformance)
 set_target_properties(gpuplug_conformance PROPERTIES EXPORT_NAME conformance)

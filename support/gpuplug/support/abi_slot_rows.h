@@ -97,7 +97,13 @@
 #if GPUPLUG_ABI_VERSION_MINOR >= 3
 #define GPUPLUG_ABI_SLOTS_1_3(X, P)                                                                \
   X(P, copy_h2d_async_retained, 3, instance, copies, optional,                                     \
-    "copy_h2d_async, which stages the source")
+    "copy_h2d_async, which stages the source")                                                     \
+  X(P, stream_begin_capture, 3, instance, graphs, together, "UNSUPPORTED")                         \
+  X(P, stream_end_capture, 3, instance, graphs, together, "UNSUPPORTED")                           \
+  X(P, graph_launch, 3, instance, graphs, together, "UNSUPPORTED")                                 \
+  X(P, graph_destroy, 3, instance, graphs, together, "UNSUPPORTED")                                \
+  X(P, stream_abort_capture, 3, instance, graphs, together, "a no-op (nothing captures)")          \
+  X(P, stream_is_capturing, 3, instance, graphs, together, "false (nothing captures)")
 #else
 #define GPUPLUG_ABI_SLOTS_1_3(X, P)
 #endif

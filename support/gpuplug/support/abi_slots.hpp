@@ -43,6 +43,7 @@ enum class SlotGroup {
   interop,
   peer,
   pinned,
+  graphs,
 };
 
 /// One row of GPUPLUG_ABI_SLOTS, with the slot's place in the table.
@@ -131,6 +132,7 @@ constexpr std::string_view group_name(SlotGroup group) noexcept {
     case SlotGroup::interop: return "interop";
     case SlotGroup::peer: return "peer";
     case SlotGroup::pinned: return "pinned";
+    case SlotGroup::graphs: return "graphs";
   }
   return "?";
 }
