@@ -7,7 +7,9 @@
 #include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,6 +17,12 @@
 #include "host_backend.hpp"
 
 using namespace gpuplug;
+
+namespace gpuplug {
+inline std::ostream& boost_test_print_type(std::ostream& os, const Status& s) {
+  return os << to_string(s);
+}
+}  // namespace gpuplug
 
 namespace {
 
@@ -25,8 +33,19 @@ bool contains(const std::string& text, const std::string& needle) {
   return text.find(needle) != std::string::npos;
 }
 
+// Resolved once per backend, before any capture: kernel() reads `axpy_args` with a synchronous
+// copy, which a capture on another stream would not allow (see kernel_resolved_during_capture).
+KernelHandle axpy_handle(GpuBackend& gpu) {
+  static std::mutex mutex;
+  static std::map<const GpuBackend*, KernelHandle> handles;
+  std::lock_guard lock(mutex);
+  auto [it, inserted] = handles.try_emplace(&gpu);
+  if (inserted) it->second = gpu.kernel("axpy", "axpy");
+  return it->second;
+}
+
 void axpy(GpuBackend& gpu, float a, DevicePtr x, DevicePtr y, Stream s) {
-  const KernelHandle f = gpu.kernel("axpy", "axpy");
+  const KernelHandle f = axpy_handle(gpu);
   gpu.launch_args(f, Dim3{(kN + 255) / 256, 1, 1}, Dim3{256, 1, 1}, 0, s, kN, a, x.value, y.value);
 }
 
@@ -61,7 +80,7 @@ struct Buffers {
 
 /// Captures y = 0; x = <temporary upload of base + i>; y += 1x; y += 2x; y += 3x on `s`.
 Graph capture_step(GpuBackend& gpu, Stream s, const Buffers& b, float base) {
-  gpu.kernel("axpy", "axpy");  // resolved (module loaded) before the capture
+  axpy_handle(gpu);  // resolved (module loaded) before the capture
   gpu.begin_capture(s);
   {
     std::vector<float> temporary(kN);
@@ -120,6 +139,7 @@ BOOST_AUTO_TEST_CASE(kernel_without_args_metadata_cannot_be_captured) {
   test::Host h;
   GpuBackend& gpu = *h.gpu;
   Buffers b(gpu);
+  gpu.load_module_file("test_throws", GPUPLUG_TEST_HOST_MODULE_DIR "/test_throws.so");
   const KernelHandle f = gpu.kernel("test_throws", "throw_runtime");
   const Stream s = gpu.create_stream();
   gpu.begin_capture(s);
@@ -138,6 +158,22 @@ BOOST_AUTO_TEST_CASE(kernel_without_args_metadata_cannot_be_captured) {
   BOOST_TEST(!gpu.stream_is_capturing(s));
   gpu.memset(b.y, 0, kBytes, s);  // ended: the stream runs work again
   gpu.synchronize(s);
+  gpu.destroy_stream(s);
+}
+
+// kernel() reads `<func>_args` with a synchronous copy: during a capture it fails at once,
+// saying so, instead of poisoning the capture behind the caller's back.
+BOOST_AUTO_TEST_CASE(kernel_resolved_during_capture_says_why_it_fails) {
+  test::Host h;
+  GpuBackend& gpu = *h.gpu;
+  const Stream s = gpu.create_stream();
+  gpu.begin_capture(s);
+  const Error e = error_of([&] { gpu.kernel("axpy", "axpy"); });
+  BOOST_TEST(e.status() == Status::capture_invalidated);
+  BOOST_TEST(contains(e.what(), "axpy::axpy_args"), e.what());
+  BOOST_TEST(contains(e.what(), "resolve kernels before begin_capture"), e.what());
+  gpu.abort_capture_if_active(s);
+  BOOST_TEST(gpu.kernel("axpy", "axpy").value != 0);
   gpu.destroy_stream(s);
 }
 
@@ -272,7 +308,7 @@ BOOST_AUTO_TEST_CASE(wait_on_an_event_from_outside_the_capture_invalidates) {
 BOOST_AUTO_TEST_CASE(captures_on_two_threads_while_a_third_launches_eagerly) {
   test::Host h;
   GpuBackend& gpu = *h.gpu;
-  gpu.kernel("axpy", "axpy");
+  axpy_handle(gpu);
   std::atomic<int> bad{0};
   std::atomic<bool> stop{false};
   const auto capturer = [&](float base) {
