@@ -357,3 +357,35 @@ BOOST_AUTO_TEST_CASE(captures_on_two_threads_while_a_third_launches_eagerly) {
   BOOST_TEST(bad.load() == 0);
   BOOST_TEST(eager_rounds > 0);
 }
+
+// The layers know the graph slots: faults fails them by their GpuBackend names too (undoing an
+// end_capture in mode `after` destroys the graph it made), validate refuses a destroyed graph.
+BOOST_AUTO_TEST_CASE(layers_fail_and_check_the_graph_slots) {
+  test::Host h;
+  auto faulty = h.registry.create(
+      "host!", {{"layers", "faults"}, {"faults", "launch_graph@1=device_error; end_capture@1=out_of_memory:after"}});
+  const Stream s = faulty->create_stream();
+  faulty->begin_capture(s);
+  const Error end = error_of([&] { faulty->end_capture(s); });
+  BOOST_TEST(end.status() == Status::out_of_memory);
+  BOOST_TEST(contains(end.what(), "injected fault"), end.what());
+  BOOST_TEST(!faulty->stream_is_capturing(s));
+  faulty->begin_capture(s);
+  const Graph g = faulty->end_capture(s);
+  const Error launch = error_of([&] { faulty->launch_graph(g, s); });
+  BOOST_TEST(launch.status() == Status::device_error);
+  faulty->launch_graph(g, s);  // the rule took call 1 only
+  faulty->destroy_graph(g);
+  faulty->destroy_stream(s);
+
+  auto checked = h.registry.create("host!", {{"layers", "validate"}});
+  const Stream t = checked->create_stream();
+  checked->begin_capture(t);
+  const Graph made = checked->end_capture(t);
+  checked->destroy_graph(made);
+  const Error gone = error_of([&] { checked->launch_graph(made, t); });
+  BOOST_TEST(gone.status() == Status::invalid_argument);
+  BOOST_TEST(contains(gone.what(), "graph " + std::to_string(made.value) + " was destroyed"),
+             gone.what());
+  checked->destroy_stream(t);
+}
