@@ -454,7 +454,8 @@ typedef struct gpuplug_plugin_v1 {
    * began no capture. */
   gpuplug_status_t (*stream_end_capture)(gpuplug_instance_t inst, uint64_t stream, uint64_t* graph);
   /* Queues the graph's operations on `stream`, in an order valid for every dependency recorded,
-   * as one unit of the stream's work; any stream of the instance, any number of times. */
+   * after the work queued on it before; any stream of the instance, any number of times. Work
+   * another thread queues on the same stream meanwhile is ordered with them as it comes. */
   gpuplug_status_t (*graph_launch)(gpuplug_instance_t inst, uint64_t graph, uint64_t stream);
   /* Destroys a graph; replays of it already queued complete normally. */
   gpuplug_status_t (*graph_destroy)(gpuplug_instance_t inst, uint64_t graph);
