@@ -87,12 +87,12 @@ BOOST_AUTO_TEST_CASE(every_fake_is_listed_with_its_reason) {
   expect("libgpuplug-nullentry.so", PluginState::failed, PluginReason::entry_returned_null,
          "returned null");
   expect("libgpuplug-abi2.so", PluginState::failed, PluginReason::abi_mismatch,
-         "plugin speaks ABI 2.0, host speaks 1.2");
+         "plugin speaks ABI 2.0, host speaks 1.3");
   BOOST_TEST(get("libgpuplug-abi2.so").abi_version == GPUPLUG_MAKE_VERSION(2, 0));
   // ABI-4: an answer of a later minor than the host asked for is refused, not trimmed to the
   // known prefix.
   expect("libgpuplug-later_minor.so", PluginState::failed, PluginReason::abi_mismatch,
-         "breaks ABI-4: plugin answered ABI 1.5 to a host that asked for 1.2");
+         "breaks ABI-4: plugin answered ABI 1.5 to a host that asked for 1.3");
   BOOST_TEST(get("libgpuplug-later_minor.so").abi_version == GPUPLUG_MAKE_VERSION(1, 5));
   expect("libgpuplug-small.so", PluginState::failed, PluginReason::table_too_small, "16 bytes");
   expect("libgpuplug-nullslot.so", PluginState::failed, PluginReason::abi_mismatch,

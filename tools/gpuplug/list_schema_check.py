@@ -89,7 +89,7 @@ def main():
     host = plugin(doc, "host")
     if host is not None:
         check(host["state"] == "available", f"host is {host['state']}")
-        check(host["abi_version"] == "1.2", f"host ABI {host['abi_version']}")
+        check(host["abi_version"] == "1.3", f"host ABI {host['abi_version']}")
         d = host["devices"][0]
         check(d["device_class"] == "cpu", f"host class {d['device_class']}")
         check(d["warp_size"] == 1, f"host warp {d['warp_size']}")
