@@ -82,6 +82,23 @@ void GpuBackend::synchronize(Event) { events_unsupported(*this, "synchronize"); 
 bool GpuBackend::query(Event) { events_unsupported(*this, "query"); }
 float GpuBackend::elapsed_ms(Event, Event) { events_unsupported(*this, "elapsed_ms"); }
 
+// ---- graphs: the defaults of a backend without them (a plugin without the ABI 1.3 graph slots
+// reports the same through the core's default slots).
+
+namespace {
+[[noreturn]] void graphs_unsupported(const GpuBackend& b, const char* operation) {
+  throw Error(Status::unsupported, std::string(b.name()), operation,
+              "graphs are not supported by the " + std::string(b.plugin_name()) + " backend");
+}
+}  // namespace
+
+void GpuBackend::begin_capture(Stream, CaptureMode) { graphs_unsupported(*this, "begin_capture"); }
+Graph GpuBackend::end_capture(Stream) { graphs_unsupported(*this, "end_capture"); }
+void GpuBackend::launch_graph(Graph, Stream) { graphs_unsupported(*this, "launch_graph"); }
+void GpuBackend::destroy_graph(Graph) { graphs_unsupported(*this, "destroy_graph"); }
+void GpuBackend::abort_capture_if_active(Stream) noexcept {}
+bool GpuBackend::stream_is_capturing(Stream) { return false; }
+
 // ---- interop: the defaults of a backend without native handles.
 
 namespace {

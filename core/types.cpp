@@ -28,6 +28,8 @@ std::string to_string(Status s) {
       return "device_error";
     case Status::internal:
       return "internal";
+    case Status::capture_invalidated:
+      return "capture_invalidated";
   }
   return "unknown status " + std::to_string(static_cast<std::int32_t>(s));
 }

@@ -26,7 +26,8 @@ bool has_status(std::string_view slot) { return slot != "last_error" && slot != 
 /// Slots that release what they are given: `after` could not undo them.
 bool releases(std::string_view slot) {
   return slot == "free" || slot == "stream_destroy" || slot == "event_destroy" ||
-         slot == "unload_module" || slot == "sweep_unreleased";
+         slot == "unload_module" || slot == "sweep_unreleased" || slot == "graph_destroy" ||
+         slot == "stream_abort_capture";
 }
 
 /// GpuBackend's names for the slots it names differently (Error::operation() shows these).
@@ -42,12 +43,18 @@ constexpr std::pair<std::string_view, std::string_view> aliases[] = {
     {"wait", "stream_wait_event"},
     {"query", "event_query"},
     {"elapsed_ms", "event_elapsed_ms"},
+    {"begin_capture", "stream_begin_capture"},
+    {"end_capture", "stream_end_capture"},
+    {"launch_graph", "graph_launch"},
+    {"destroy_graph", "graph_destroy"},
+    {"abort_capture_if_active", "stream_abort_capture"},
 };
 
 constexpr Status statuses[] = {
     Status::invalid_argument, Status::out_of_memory, Status::not_found,
     Status::unsupported,      Status::unavailable,   Status::invalid_image,
-    Status::launch_failed,    Status::device_error,  Status::internal};
+    Status::launch_failed,    Status::device_error,  Status::internal,
+    Status::capture_invalidated};
 
 /// Throws the spec's error: "faults='<spec>': <why>".
 [[noreturn]] void bad(std::string_view spec, const std::string& why) {

@@ -116,6 +116,10 @@ class FaultsLayer : public layers::LayerBase {
     } else if constexpr (same_slot<Slot, &P::load_module> ||
                          same_slot<Slot, &P::load_module_file>) {
       return call_next<&P::unload_module>(std::get<0>(a));  // checked present at create
+#if GPUPLUG_ABI_VERSION_MINOR >= 3
+    } else if constexpr (same_slot<Slot, &P::stream_end_capture>) {
+      return call_next<&P::graph_destroy>(*std::get<1>(a));  // the graph made is destroyed
+#endif
     } else {
       return GPUPLUG_STATUS_SUCCESS;
     }

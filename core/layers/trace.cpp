@@ -172,6 +172,26 @@ class Trace final : public LayerBase {
       e.stream = arg(I0{});
       e.a = arg(I1{});
       e.on_stream = true;
+#if GPUPLUG_ABI_VERSION_MINOR >= 3
+    } else if constexpr (same_slot<Slot, &P::stream_begin_capture>) {
+      e.stream = arg(I0{});
+      e.b = static_cast<std::uint64_t>(arg(I1{}));  // the capture mode
+      e.on_stream = true;
+    } else if constexpr (same_slot<Slot, &P::stream_end_capture>) {
+      e.stream = arg(I0{});
+      e.a = status == GPUPLUG_STATUS_SUCCESS ? *arg(I1{}) : 0;  // the graph
+      e.on_stream = true;
+    } else if constexpr (same_slot<Slot, &P::graph_launch>) {
+      e.a = arg(I0{});
+      e.stream = arg(I1{});
+      e.on_stream = true;
+    } else if constexpr (same_slot<Slot, &P::graph_destroy>) {
+      e.a = arg(I0{});
+    } else if constexpr (same_slot<Slot, &P::stream_abort_capture> ||
+                         same_slot<Slot, &P::stream_is_capturing>) {
+      e.stream = arg(I0{});
+      e.on_stream = true;
+#endif
     } else if constexpr (same_slot<Slot, &P::load_module> ||
                          same_slot<Slot, &P::unload_module> ||
                          same_slot<Slot, &P::load_module_file>) {

@@ -73,6 +73,12 @@ std::string describe_args(const Event& e, const KernelNames& names) {
     case slot_event_create: case slot_event_record: case slot_stream_wait_event:
       add("event", hex(e.a));
       break;
+#if GPUPLUG_ABI_VERSION_MINOR >= 3
+    case slot_stream_begin_capture: add("mode", std::to_string(e.b), false); break;
+    case slot_stream_end_capture: case slot_graph_launch: case slot_graph_destroy:
+      add("graph", hex(e.a));
+      break;
+#endif
     case slot_load_module: case slot_unload_module: case slot_load_module_file:
       add("module", e.text);
       if (e.slot == slot_load_module) add("image_bytes", std::to_string(e.b), false);

@@ -81,6 +81,12 @@ gpuplug_plugin_v1 make_table() noexcept {
   GPUPLUG_VALIDATE_SLOT(free_host_mapped)
   GPUPLUG_VALIDATE_SLOT(host_ptr_to_device)
   GPUPLUG_VALIDATE_SLOT(host_address)
+  GPUPLUG_VALIDATE_SLOT(stream_begin_capture)
+  GPUPLUG_VALIDATE_SLOT(stream_end_capture)
+  GPUPLUG_VALIDATE_SLOT(graph_launch)
+  GPUPLUG_VALIDATE_SLOT(graph_destroy)
+  GPUPLUG_VALIDATE_SLOT(stream_abort_capture)
+  GPUPLUG_VALIDATE_SLOT(stream_is_capturing)
 #undef GPUPLUG_VALIDATE_SLOT
   return t;
 }
@@ -94,8 +100,8 @@ const gpuplug_layer_v1& validate_layer() noexcept {
       sizeof(gpuplug_layer_v1),
       GPUPLUG_LAYER_VERSION,
       "validate",
-      "refuses use after free, copies past an allocation, foreign or destroyed streams, events "
-      "and kernels, zero grids",
+      "refuses use after free, copies past an allocation, foreign or destroyed streams, events, "
+      "graphs and kernels, zero grids",
       nullptr,
       &layers::create_layer<ValidateLayer>,
       &validate_slots};

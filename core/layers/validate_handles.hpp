@@ -41,8 +41,8 @@ class RecentHandles {
   std::deque<std::uint64_t> order_;  // oldest first; the same handles as set_
 };
 
-/// The streams or the events of one backend: the live ones, and the recently destroyed ones to
-/// name in a message. Not thread-safe: the layer holds its handles mutex.
+/// The streams, the events or the graphs of one backend: the live ones, and the recently
+/// destroyed ones to name in a message. Not thread-safe: the layer holds its handles mutex.
 class HandleSet {
  public:
   explicit HandleSet(const char* kind) : kind_(kind) {}
@@ -63,7 +63,7 @@ class HandleSet {
   const std::unordered_set<std::uint64_t>& live() const noexcept { return live_; }
 
  private:
-  const char* kind_;  // "stream", "event"
+  const char* kind_;  // "stream", "event", "graph"
   std::unordered_set<std::uint64_t> live_;
   RecentHandles destroyed_;
 };

@@ -287,6 +287,39 @@ class ValidateLayer final : public LayerBase {
     return call_next<&gpuplug_plugin_v1::event_elapsed_ms>(start, end, ms);
   }
 
+  // ---- graphs (ABI 1.3): streams checked, graphs known from end_capture until graph_destroy
+
+  gpuplug_status_t stream_begin_capture(std::uint64_t stream, std::int32_t mode) {
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::stream_begin_capture>(stream, mode);
+  }
+  gpuplug_status_t stream_end_capture(std::uint64_t stream, std::uint64_t* graph) {
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return create_handle<&gpuplug_plugin_v1::stream_end_capture>(graphs_, graph, stream);
+  }
+  gpuplug_status_t graph_launch(std::uint64_t graph, std::uint64_t stream) {
+    if (auto why = check_graph(graph); !why.empty()) return refuse(why);
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::graph_launch>(graph, stream);
+  }
+  gpuplug_status_t graph_destroy(std::uint64_t graph) {
+    if (auto why = check_graph(graph); !why.empty()) return refuse(why);
+    const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::graph_destroy>(graph);
+    if (st == GPUPLUG_STATUS_SUCCESS) {
+      std::lock_guard lock(handles_mutex_);
+      graphs_.destroyed(graph);
+    }
+    return st;
+  }
+  gpuplug_status_t stream_abort_capture(std::uint64_t stream) {
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::stream_abort_capture>(stream);
+  }
+  gpuplug_status_t stream_is_capturing(std::uint64_t stream, std::int32_t* capturing) {
+    if (auto why = check_stream(stream); !why.empty()) return refuse(why);
+    return call_next<&gpuplug_plugin_v1::stream_is_capturing>(stream, capturing);
+  }
+
   // ---- modules and kernels
 
   gpuplug_status_t unload_module(const char* name) {
@@ -374,10 +407,10 @@ class ValidateLayer final : public LayerBase {
     log(GPUPLUG_LOG_WARNING,
         "validate: destroyed with " + what + " still live: destroy them before the backend");
   }
-  /// stream_create / event_create: the new handle is live here.
-  template <auto Slot>
-  gpuplug_status_t create_handle(HandleSet& set, std::uint64_t* out) {
-    const gpuplug_status_t st = call_next<Slot>(out);
+  /// stream_create / event_create / stream_end_capture: the new handle is live here.
+  template <auto Slot, class... A>
+  gpuplug_status_t create_handle(HandleSet& set, std::uint64_t* out, A... args) {
+    const gpuplug_status_t st = call_next<Slot>(args..., out);
     if (st == GPUPLUG_STATUS_SUCCESS) {
       std::lock_guard lock(handles_mutex_);
       set.created(*out);
@@ -393,6 +426,11 @@ class ValidateLayer final : public LayerBase {
     if (stream == 0) return {};  // the default stream is always there
     std::lock_guard lock(handles_mutex_);
     return streams_.check(stream);
+  }
+  std::string check_graph(std::uint64_t graph) const {
+    if (graph == 0) return "the graph is the null graph (0)";
+    std::lock_guard lock(handles_mutex_);
+    return graphs_.check(graph);
   }
   std::string check_event(std::uint64_t event, const char* role) const {
     if (event == 0) return std::string(role) + " is the null event (0)";
@@ -429,6 +467,7 @@ class ValidateLayer final : public LayerBase {
   mutable std::mutex handles_mutex_;
   HandleSet streams_{"stream"};
   HandleSet events_{"event"};
+  HandleSet graphs_{"graph"};
   std::unordered_map<std::uint64_t, Function> functions_;  // by handle
   std::deque<std::uint64_t> unloaded_order_;               // handles marked unloaded, oldest first
 };

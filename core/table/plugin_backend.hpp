@@ -78,6 +78,13 @@ class PluginBackend final : public GpuBackend {
   void synchronize(Event event) override;
   bool query(Event event) override;
   float elapsed_ms(Event start, Event end) override;
+  // Graphs (plugin_backend_graphs.cpp): the ABI 1.3 graph slots or their defaults.
+  void begin_capture(Stream stream, CaptureMode mode) override;
+  Graph end_capture(Stream stream) override;
+  void launch_graph(Graph graph, Stream stream) override;
+  void destroy_graph(Graph graph) override;
+  void abort_capture_if_active(Stream stream) noexcept override;
+  bool stream_is_capturing(Stream stream) override;
   void load_module(std::string_view name, std::span<const std::byte> image) override;
   void unload_module(std::string_view name) override;
   bool has_module(std::string_view name) override;

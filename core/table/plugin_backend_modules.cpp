@@ -63,7 +63,13 @@ KernelHandle PluginBackend::kernel(std::string_view module, std::string_view fun
   std::unique_ptr<const KernelSignature> sig;
   try {
     sig = read_kernel_signature(*this, m, f);
-  } catch (const Error&) {
+  } catch (const Error& e) {
+    // Reading it is a synchronous copy, which a stream capture does not allow (docs/graphs.md):
+    // said now, rather than left as a poisoned capture the caller did not see coming.
+    if (e.status() == Status::capture_invalidated)
+      throw Error(Status::capture_invalidated, name_, "kernel",
+                  "reading " + m + "::" + f + "_args (a synchronous copy) invalidated the active "
+                  "capture: resolve kernels before begin_capture (" + e.message() + ")");
   }
   signatures_.set(handle, std::move(sig));
   return handle;

@@ -240,6 +240,42 @@ gpuplug_status_t default_event_elapsed_ms(const PluginBackend& b, std::uint64_t,
   events_unsupported(b, "elapsed_ms");
 }
 
+// Graphs (ABI 1.3): a plugin whose table ends before them, or that leaves one of them null, has
+// none. Nothing can capture there, so an abort is a no-op and no stream is capturing.
+[[noreturn]] void graphs_unsupported(const PluginBackend& b, const char* operation) {
+  const gpuplug_plugin_v1& t = b.table();
+  constexpr std::size_t graphs_end =
+      offsetof(gpuplug_plugin_v1, stream_is_capturing) + sizeof(void*);
+  const std::string why =
+      t.struct_size < graphs_end || GPUPLUG_ABI_MINOR(t.abi_version) < 3
+          ? "ABI " + abi_version_text(t.abi_version) + ": its table ends before the graph slots of ABI 1.3"
+          : "ABI " + abi_version_text(t.abi_version) + ": its graph slots are not all set";
+  throw Error(
+      Status::unsupported, std::string(b.name()), operation,
+      "graphs are not supported by the " + std::string(b.plugin_name()) + " plugin (" + why + ")");
+}
+
+gpuplug_status_t default_stream_begin_capture(const PluginBackend& b, std::uint64_t, std::int32_t) {
+  graphs_unsupported(b, "begin_capture");
+}
+gpuplug_status_t default_stream_end_capture(const PluginBackend& b, std::uint64_t, std::uint64_t*) {
+  graphs_unsupported(b, "end_capture");
+}
+gpuplug_status_t default_graph_launch(const PluginBackend& b, std::uint64_t, std::uint64_t) {
+  graphs_unsupported(b, "launch_graph");
+}
+gpuplug_status_t default_graph_destroy(const PluginBackend& b, std::uint64_t) {
+  graphs_unsupported(b, "destroy_graph");
+}
+gpuplug_status_t default_stream_abort_capture(const PluginBackend&, std::uint64_t) {
+  return GPUPLUG_STATUS_SUCCESS;
+}
+gpuplug_status_t default_stream_is_capturing(const PluginBackend&, std::uint64_t,
+                                             std::int32_t* capturing) {
+  *capturing = 0;
+  return GPUPLUG_STATUS_SUCCESS;
+}
+
 }  // namespace
 
 std::string abi_version_text(std::uint32_t v) {

@@ -75,6 +75,10 @@ typedef int32_t gpuplug_status_t;
 #define GPUPLUG_STATUS_LAUNCH_FAILED 7    /* the launch was rejected or the kernel faulted */
 #define GPUPLUG_STATUS_DEVICE_ERROR 8     /* any other vendor runtime error */
 #define GPUPLUG_STATUS_INTERNAL 9         /* a bug or an exception caught at the edge */
+/* ABI 1.3: a stream capture was invalidated (an operation a capture cannot record: a synchronize
+ * of the capturing stream or of the device, work on stream 0, an unsafe call of the capture's
+ * mode); the capture stays poisoned until stream_abort_capture. CUDA's status 901. */
+#define GPUPLUG_STATUS_CAPTURE_INVALIDATED 10
 
 /* ---- probe -------------------------------------------------------------- */
 /* Why a backend is (un)available here. Loader-side failures (not a shared
@@ -479,6 +483,51 @@ typedef struct gpuplug_plugin_v1 {
    * the instance does not know. (optional) defaults to the core returning `ptr` itself when the
    * ledger snapshot says it lies in managed memory, INVALID_ARGUMENT otherwise. */
   gpuplug_status_t (*host_address)(gpuplug_instance_t inst, uint64_t ptr, void** out);
+  /* ---- ABI 1.3 graphs: stream capture and replay (CUDA graphs). Optional, together: a plugin
+   * offers all six or none; none is UNSUPPORTED ("graphs are not supported by the <name>
+   * plugin"). A graph is an opaque 64-bit value of one instance, never 0; a foreign, destroyed or
+   * never-made graph is INVALID_ARGUMENT naming it. Stream arguments as for the other slots; the
+   * default stream 0 cannot capture.
+   *
+   * While `stream` captures, the work queued on it (copies, memsets, launches, event record and
+   * wait) is recorded, not run. A stream that waits on an event recorded on a capturing stream
+   * joins that capture (a fork); the origin joins it back by waiting on an event recorded on the
+   * forked stream after its work. A capture is invalidated (CAPTURE_INVALIDATED) by what it
+   * cannot record: a synchronize of a capturing stream or of the device, work on stream 0 (the
+   * legacy default stream would wait for the capturing stream), a wait on an event recorded
+   * outside the capture, and the unsafe calls of its mode (GPUPLUG_CAPTURE_MODE_*). An
+   * invalidated capture is poisoned: every later operation on its streams fails the same way
+   * until stream_abort_capture, and stream_end_capture fails. Streams not capturing are not
+   * affected.
+   *
+   * A graph lives until graph_destroy or the instance's destroy, independent of the streams it
+   * was captured on. Replay reads device memory, and the host memory recorded at capture, as they
+   * are at replay, except the sources of copy_h2d_async, whose bytes are copied at capture time
+   * (replay uploads what they held then); copy_h2d_async_retained's source is read at replay. */
+#define GPUPLUG_CAPTURE_MODE_GLOBAL 0       /* alloc/free of the device from any thread invalidates */
+#define GPUPLUG_CAPTURE_MODE_THREAD_LOCAL 1 /* alloc/free from the capturing thread invalidates */
+#define GPUPLUG_CAPTURE_MODE_RELAXED 2      /* no call is refused for the capture's sake */
+  /* Starts capturing `stream` (not 0) in `mode`, a GPUPLUG_CAPTURE_MODE_*; INVALID_ARGUMENT for an
+   * unknown mode or a stream that already captures (or has joined a capture). */
+  gpuplug_status_t (*stream_begin_capture)(gpuplug_instance_t inst, uint64_t stream, int32_t mode);
+  /* Ends the capture `stream` began and instantiates what it recorded: *graph, a replayable graph.
+   * CAPTURE_INVALIDATED (the capture is discarded, the stream runs work again) when it was
+   * invalidated or a forked stream was not joined back (named); INVALID_ARGUMENT when `stream`
+   * began no capture. */
+  gpuplug_status_t (*stream_end_capture)(gpuplug_instance_t inst, uint64_t stream, uint64_t* graph);
+  /* Queues the graph's operations on `stream`, in an order valid for every dependency recorded,
+   * after the work queued on it before; any stream of the instance, any number of times. Work
+   * another thread queues on the same stream meanwhile is ordered with them as it comes. */
+  gpuplug_status_t (*graph_launch)(gpuplug_instance_t inst, uint64_t graph, uint64_t stream);
+  /* Destroys a graph; replays of it already queued complete normally. */
+  gpuplug_status_t (*graph_destroy)(gpuplug_instance_t inst, uint64_t graph);
+  /* Ends the capture of `stream` (its origin's, for a forked stream) and discards it, so that the
+   * stream runs work again; SUCCESS when none is active. */
+  gpuplug_status_t (*stream_abort_capture)(gpuplug_instance_t inst, uint64_t stream);
+  /* *capturing = 1 while `stream` captures (also when the capture is invalidated, until it ends),
+   * else 0. */
+  gpuplug_status_t (*stream_is_capturing)(gpuplug_instance_t inst, uint64_t stream,
+                                          int32_t* capturing);
 } gpuplug_plugin_v1;
 
 /* The smallest table a v1 host accepts: everything up to and including sweep_unreleased (the
@@ -494,7 +543,7 @@ typedef struct gpuplug_plugin_v1 {
 /* The table of ABI 1.2. */
 #define GPUPLUG_PLUGIN_V1_2_SIZE (offsetof(gpuplug_plugin_v1, host_free_pinned) + sizeof(void*))
 /* The table of ABI 1.3 (provisional: see GPUPLUG_ABI_1_3_PROVISIONAL). */
-#define GPUPLUG_PLUGIN_V1_3_SIZE (offsetof(gpuplug_plugin_v1, host_address) + sizeof(void*))
+#define GPUPLUG_PLUGIN_V1_3_SIZE (offsetof(gpuplug_plugin_v1, stream_is_capturing) + sizeof(void*))
 
 /* The entry point every plugin exports (extern "C", default visibility). */
 typedef const gpuplug_plugin_v1* (*gpuplug_plugin_entry_fn)(uint32_t host_abi_version);

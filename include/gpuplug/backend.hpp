@@ -133,6 +133,28 @@ class GpuBackend {
   /// Milliseconds from `start` to `end`, both recorded and completed.
   virtual float elapsed_ms(Event start, Event end);
 
+  // ---- graphs (ABI 1.3; docs/graphs.md): stream capture and replay. The defaults throw
+  // Error(unsupported) naming the plugin, which is also what a backend whose plugin lacks the
+  // graph slots reports; abort_capture_if_active and stream_is_capturing then do nothing.
+  /// Starts capturing `stream` (not the default stream): the work queued on it from now on is
+  /// recorded, not run. Error(invalid_argument) when it already captures.
+  virtual void begin_capture(Stream stream, CaptureMode mode = CaptureMode::relaxed);
+  /// Ends the capture and returns the instantiated, replayable graph. Error(capture_invalidated)
+  /// when the capture was invalidated (synchronize during it, work on stream 0, ...) or a forked
+  /// stream was not joined back; the capture is then discarded.
+  virtual Graph end_capture(Stream stream);
+  /// Queues a replay of `graph` on `stream` (any stream of this backend, any number of times).
+  virtual void launch_graph(Graph graph, Stream stream = {});
+  /// Destroys `graph`; replays already queued complete. Error(invalid_argument) naming it for a
+  /// graph never made or already destroyed.
+  virtual void destroy_graph(Graph graph);
+  /// Ends a capture of `stream` and discards it, so that the stream runs work again; a no-op when
+  /// none is active or graphs are unsupported. A failure is logged, never thrown.
+  virtual void abort_capture_if_active(Stream stream) noexcept;
+  /// True while `stream` captures (an invalidated capture too, until it ends); false when graphs
+  /// are unsupported.
+  virtual bool stream_is_capturing(Stream stream);
+
   // ---- interop (ABI 1.2, interop handles; docs/interop.md, "Native handles and import"). The
   // defaults throw Error(unsupported), which is also what a backend whose plugin lacks the slots
   // reports.

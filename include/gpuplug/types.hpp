@@ -34,6 +34,7 @@ enum class Status : std::int32_t {
   launch_failed = GPUPLUG_STATUS_LAUNCH_FAILED,
   device_error = GPUPLUG_STATUS_DEVICE_ERROR,
   internal = GPUPLUG_STATUS_INTERNAL,
+  capture_invalidated = GPUPLUG_STATUS_CAPTURE_INVALIDATED,  ///< ABI 1.3: see docs/graphs.md
 };
 
 /// "invalid_argument", "out_of_memory", ...; "unknown status N" for codes outside the enum.
@@ -105,6 +106,24 @@ struct Event {
   std::uint64_t value = 0;
   explicit operator bool() const noexcept { return value != 0; }
   friend auto operator<=>(const Event&, const Event&) = default;
+};
+
+/// A replayable graph of one backend (ABI 1.3): the work a stream capture recorded, instantiated.
+/// 0 is null. Only meaningful to the backend that made it; lives until destroy_graph or the
+/// backend's destruction.
+struct Graph {
+  std::uint64_t value = 0;
+  explicit operator bool() const noexcept { return value != 0; }
+  friend auto operator<=>(const Graph&, const Graph&) = default;
+};
+
+/// What a stream capture refuses from other work (CUDA's cudaStreamCaptureMode, same values):
+/// global: alloc/free of the device from any thread invalidates the capture; thread: from the
+/// capturing thread; relaxed: nothing is refused for the capture's sake.
+enum class CaptureMode : std::int32_t {
+  global = GPUPLUG_CAPTURE_MODE_GLOBAL,
+  thread = GPUPLUG_CAPTURE_MODE_THREAD_LOCAL,
+  relaxed = GPUPLUG_CAPTURE_MODE_RELAXED,
 };
 
 struct Dim3 {

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "events.hpp"
+#include "graphs.hpp"
 #include "gpuplug/support/failures.hpp"
 #include "gpuplug/support/regular_file.hpp"
 #include "gpuplug/support/text.hpp"
@@ -51,6 +52,7 @@ Device::Device(const DeviceConfig& config)
           config.memory_history)),
       modules_(std::make_unique<ModuleRegistry>(*this, config.module_search_path)),
       events_(std::make_unique<EventSet>()),
+      graphs_(std::make_unique<GraphSet>()),
       errors_(std::make_unique<ErrorSlots>()),
       pinned_(std::make_unique<PinnedSet>()),
       mapped_(std::make_unique<MappedSet>()) {}
@@ -203,11 +205,13 @@ void Device::vendor_forget_stream(std::uint64_t stream) { vendor_stream_synchron
 void Device::shutdown() noexcept {
   if (shut_down_) return;
   shut_down_ = true;
+  graphs_->abort_captures(*this);  // a capturing stream would refuse the synchronize
   synchronize_or_warn("shutdown");
   modules_->unload_all();
   sweep_allocations();
   streams_.destroy_all(*this);
   events_->destroy_all(*this);
+  graphs_->destroy_all(*this);
   // Pinned memory not given back (the core frees its own before it destroys a backend).
   std::lock_guard lock(pinned_->mutex);
   if (!pinned_->live.empty()) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "events.hpp"
+#include "graphs.hpp"
 #include "gpuplug/support/c_string.hpp"
 #include "gpuplug/support/failures.hpp"
 #include "ledger.hpp"
@@ -26,6 +27,7 @@ struct DeviceAccess {
   static ModuleRegistry& modules(Device& d) noexcept { return *d.modules_; }
   static StreamSet& streams(Device& d) noexcept { return d.streams_; }
   static EventSet& events(Device& d) noexcept { return *d.events_; }
+  static GraphSet& graphs(Device& d) noexcept { return *d.graphs_; }
   static SweepResult sweep_unreleased(Device& d) { return d.sweep_unreleased(); }
   static void set_last_error(Device& d, std::string message) {
     d.set_last_error(std::move(message));

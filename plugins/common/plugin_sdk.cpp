@@ -2,6 +2,7 @@
 // The SDK's instance slots: each checks its arguments, calls the Device and catches everything;
 // fill_instance_slots and fill_peer_slots put them in the table, from the one slot list.
 #include "edge.hpp"
+#include "graph_slots.hpp"
 #include "gpuplug/support/abi_slots.hpp"
 #include "gpuplug/support/escape.hpp"
 #include "gpuplug/support/text.hpp"

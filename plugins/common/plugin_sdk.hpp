@@ -69,6 +69,7 @@ namespace gpuplug::sdk {
 
 class AllocationLedger;  // ledger.hpp, installed as <gpuplug/ledger.hpp> (Device::ledger)
 class EventSet;  // events.hpp (the SDK's; not installed: vendors reach events through the hooks)
+class GraphSet;  // graphs.hpp (the SDK's; not installed: vendors reach graphs through the hooks)
 class ModuleRegistry;  // module_registry.hpp, <gpuplug/module_registry.hpp> (Device::modules)
 struct SweepResult;
 
@@ -200,6 +201,8 @@ class Device {
   const StreamSet& streams() const noexcept { return streams_; }
   /// Synchronizes, unloads every module, sweeps the ledger (warning with count, bytes and top
   /// call sites), destroys the streams still open, then the events still live, in that order.
+  /// Before all that, a capture still active on a live stream is aborted; after it, the graphs
+  /// still live are destroyed.
   /// Called by `destroy` before the object is deleted; derived destructors then release the vendor
   /// context (or call it first themselves when their members must outlive it). Never throws;
   /// idempotent.
@@ -293,6 +296,22 @@ class Device {
   /// Milliseconds from `start`'s capture to `end`'s; Failure(UNAVAILABLE) when one has not
   /// completed.
   virtual float vendor_event_elapsed_ms(std::uint64_t start, std::uint64_t end);
+
+  // ---- vendor hooks: graphs (ABI 1.3; docs/graphs.md): stream capture and replay. Optional:
+  // the defaults fail UNSUPPORTED ("graphs are not supported by <plugin>:<ordinal>"); for
+  // abort_capture and is_capturing the SDK's slots turn that into "nothing captures". The SDK's
+  // GraphSet keeps the live graphs: every graph argument is live (made by vendor_end_capture,
+  // not destroyed) and every stream argument 0 or live before a hook runs; the graphs left at
+  // shutdown are destroyed after the streams. `mode` is a GPUPLUG_CAPTURE_MODE_* value (0..2).
+  virtual void vendor_begin_capture(std::uint64_t stream, std::int32_t mode);
+  /// The instantiated graph's opaque value, never 0.
+  virtual std::uint64_t vendor_end_capture(std::uint64_t stream);
+  virtual void vendor_graph_launch(std::uint64_t graph, std::uint64_t stream);
+  /// Replays already queued complete normally.
+  virtual void vendor_graph_destroy(std::uint64_t graph);
+  /// Ends and discards a capture `stream` is part of; nothing when none is.
+  virtual void vendor_abort_capture(std::uint64_t stream);
+  virtual bool vendor_is_capturing(std::uint64_t stream);
 
   // ---- vendor hooks: interop handles (ABI 1.2; docs/interop.md). Optional: the defaults fail
   // UNSUPPORTED ("native handles are not supported by <plugin>:<ordinal>"). The SDK fills the
@@ -427,6 +446,7 @@ class Device {
   std::unique_ptr<ModuleRegistry> modules_;
   StreamSet streams_;
   std::unique_ptr<EventSet> events_;
+  std::unique_ptr<GraphSet> graphs_;
   struct ErrorSlots;
   std::unique_ptr<ErrorSlots> errors_;
   struct PinnedSet;

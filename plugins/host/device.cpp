@@ -122,16 +122,25 @@ HostDevice::HostDevice(const sdk::DeviceConfig& config)
 
 HostDevice::~HostDevice() { shutdown(); }
 
+// alloc and free are the "potentially unsafe" calls of a global or thread-local capture
+// (capture.hpp). A refused free has freed the memory already (the ledger forgot it before the
+// hook ran), and only invalidates the capture.
 std::uint64_t HostDevice::vendor_alloc(std::uint64_t bytes) {
+  if (captures_.any()) [[unlikely]]
+    captures_.check_unsafe_call("alloc");
   return host_alloc(bytes, "device allocation");
 }
 
 std::uint64_t HostDevice::vendor_alloc_managed(std::uint64_t bytes) {
+  if (captures_.any()) [[unlikely]]
+    captures_.check_unsafe_call("alloc_managed");
   return host_alloc(bytes, "managed allocation");
 }
 
 void HostDevice::vendor_free(std::uint64_t ptr, gpuplug_alloc_kind_t /*kind*/) {
   std::free(as_ptr(ptr));
+  if (captures_.any()) [[unlikely]]
+    captures_.check_unsafe_call("free");
 }
 
 void HostDevice::vendor_memory_info(std::uint64_t& free_bytes, std::uint64_t& total_bytes) {
@@ -163,15 +172,23 @@ void HostDevice::remove_segments(std::uintptr_t module) noexcept {
 }
 
 // Copies and memset run on the executor: in order on their stream, synchronously on stream 0.
+// While a stream captures (captures_.any(), one relaxed load otherwise), work on a capturing
+// stream is recorded instead (device_graphs.cpp), and work on stream 0 invalidates the captures.
 void HostDevice::vendor_copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) {
+  if (captures_.any()) [[unlikely]]
+    captured_copy(0, "copy_h2d", as_ptr(dst), src, bytes, false);
   executor_.copy(0, as_ptr(dst), src, as_size(bytes));
 }
 
 void HostDevice::vendor_copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) {
+  if (captures_.any()) [[unlikely]]
+    captured_copy(0, "copy_d2h", dst, as_ptr(src), bytes, false);
   executor_.copy(0, dst, as_ptr(src), as_size(bytes));
 }
 
 void HostDevice::vendor_copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) {
+  if (captures_.any()) [[unlikely]]
+    captured_copy(0, "copy_d2d", as_ptr(dst), as_ptr(src), bytes, false);
   executor_.copy(0, as_ptr(dst), as_ptr(src), as_size(bytes));
 }
 
@@ -179,21 +196,33 @@ void HostDevice::vendor_copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint
 // is ordinary memory, and a copy of it is cheaper than waiting for the stream).
 void HostDevice::vendor_copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
                                        std::uint64_t stream) {
+  if (captures_.any() &&
+      captured_copy(stream, "copy_h2d_async", as_ptr(dst), src, bytes, true)) [[unlikely]]
+    return;
   executor_.copy_staged(stream, as_ptr(dst), src, as_size(bytes));
 }
 
 void HostDevice::vendor_copy_h2d_async_retained(std::uint64_t dst, const void* src,
                                                 std::uint64_t bytes, std::uint64_t stream) {
+  if (captures_.any() &&
+      captured_copy(stream, "copy_h2d_async_retained", as_ptr(dst), src, bytes, false)) [[unlikely]]
+    return;
   executor_.copy(stream, as_ptr(dst), src, as_size(bytes));
 }
 
 void HostDevice::vendor_copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
                                        std::uint64_t stream) {
+  if (captures_.any() &&
+      captured_copy(stream, "copy_d2h_async", dst, as_ptr(src), bytes, false)) [[unlikely]]
+    return;
   executor_.copy(stream, dst, as_ptr(src), as_size(bytes));
 }
 
 void HostDevice::vendor_copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
                                        std::uint64_t stream) {
+  if (captures_.any() &&
+      captured_copy(stream, "copy_d2d_async", as_ptr(dst), as_ptr(src), bytes, false)) [[unlikely]]
+    return;
   executor_.copy(stream, as_ptr(dst), as_ptr(src), as_size(bytes));
 }
 
@@ -201,6 +230,9 @@ void HostDevice::vendor_copy_h2d_2d_async(std::uint64_t dst, std::uint64_t dst_p
                                           const void* src, std::uint64_t src_pitch,
                                           std::uint64_t width, std::uint64_t height,
                                           std::uint64_t stream) {
+  if (captures_.any() && captured_copy_2d(stream, "copy_h2d_2d_async", as_ptr(dst), dst_pitch, src,
+                                          src_pitch, width, height, true)) [[unlikely]]
+    return;
   executor_.copy_2d(stream, as_ptr(dst), as_size(dst_pitch), src, as_size(src_pitch),
                     as_size(width), as_size(height), true);
 }
@@ -208,6 +240,9 @@ void HostDevice::vendor_copy_h2d_2d_async(std::uint64_t dst, std::uint64_t dst_p
 void HostDevice::vendor_copy_d2h_2d_async(void* dst, std::uint64_t dst_pitch, std::uint64_t src,
                                           std::uint64_t src_pitch, std::uint64_t width,
                                           std::uint64_t height, std::uint64_t stream) {
+  if (captures_.any() && captured_copy_2d(stream, "copy_d2h_2d_async", dst, dst_pitch, as_ptr(src),
+                                          src_pitch, width, height, false)) [[unlikely]]
+    return;
   executor_.copy_2d(stream, dst, as_size(dst_pitch), as_ptr(src), as_size(src_pitch),
                     as_size(width), as_size(height), false);
 }
@@ -216,6 +251,10 @@ void HostDevice::vendor_copy_d2d_2d_async(std::uint64_t dst, std::uint64_t dst_p
                                           std::uint64_t src, std::uint64_t src_pitch,
                                           std::uint64_t width, std::uint64_t height,
                                           std::uint64_t stream) {
+  if (captures_.any() && captured_copy_2d(stream, "copy_d2d_2d_async", as_ptr(dst), dst_pitch,
+                                          as_ptr(src), src_pitch, width, height, false))
+      [[unlikely]]
+    return;
   executor_.copy_2d(stream, as_ptr(dst), as_size(dst_pitch), as_ptr(src), as_size(src_pitch),
                     as_size(width), as_size(height), false);
 }
@@ -224,6 +263,9 @@ void HostDevice::vendor_copy_peer_async(std::uint64_t dst, sdk::Device& /*source
                                         std::uint64_t src, std::uint64_t bytes,
                                         std::uint64_t stream) {
   // The source is another host device: its memory is this process's, readable from here.
+  if (captures_.any() &&
+      captured_copy(stream, "copy_peer_async", as_ptr(dst), as_ptr(src), bytes, false)) [[unlikely]]
+    return;
   executor_.copy(stream, as_ptr(dst), as_ptr(src), as_size(bytes));
 }
 
@@ -255,18 +297,30 @@ void* HostDevice::vendor_host_address(std::uint64_t ptr) { return as_ptr(ptr); }
 
 void HostDevice::vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
                                   std::uint64_t stream) {
+  if (captures_.any() && captured_fill(stream, as_ptr(dst), value, bytes)) [[unlikely]]
+    return;
   executor_.fill(stream, as_ptr(dst), value, as_size(bytes));
 }
 
 std::uint64_t HostDevice::vendor_stream_create() { return executor_.create_stream(); }
 
-void HostDevice::vendor_stream_destroy(std::uint64_t stream) { executor_.destroy_stream(stream); }
+void HostDevice::vendor_stream_destroy(std::uint64_t stream) {
+  if (captures_.any()) [[unlikely]]
+    captures_.forget_stream(stream);
+  executor_.destroy_stream(stream);
+}
 
 void HostDevice::vendor_stream_synchronize(std::uint64_t stream) {
+  if (captures_.any()) [[unlikely]]
+    captures_.check_synchronize(stream, "stream_synchronize");
   executor_.synchronize_stream(stream);
 }
 
-void HostDevice::vendor_synchronize() { executor_.synchronize(); }
+void HostDevice::vendor_synchronize() {
+  if (captures_.any()) [[unlikely]]
+    captures_.check_device_synchronize("synchronize");
+  executor_.synchronize();
+}
 
 // Interop: the SDK checked `stream` (0 or live) and the import range (non-null, no wrap, no
 // overlap with the ledger).
@@ -283,15 +337,23 @@ std::uint64_t HostDevice::vendor_import_stream(void* native) {
 }
 
 // The alias goes (after its work); the queue stays while another value runs on it.
-void HostDevice::vendor_forget_stream(std::uint64_t stream) { executor_.destroy_stream(stream); }
+void HostDevice::vendor_forget_stream(std::uint64_t stream) {
+  if (captures_.any()) [[unlikely]]
+    captures_.forget_stream(stream);
+  executor_.destroy_stream(stream);
+}
 
 // Events are the executor's; the SDK's EventSet has checked the handles already.
 std::uint64_t HostDevice::vendor_event_create() { return executor_.create_event(); }
 void HostDevice::vendor_event_destroy(std::uint64_t event) { executor_.destroy_event(event); }
 void HostDevice::vendor_event_record(std::uint64_t event, std::uint64_t stream) {
+  if (captures_.any() && captures_.record_event(event, stream)) [[unlikely]]
+    return;
   executor_.record_event(event, stream);
 }
 void HostDevice::vendor_stream_wait_event(std::uint64_t stream, std::uint64_t event) {
+  if (captures_.any() && captures_.wait_event(stream, event)) [[unlikely]]
+    return;
   executor_.wait_event(stream, event);
 }
 void HostDevice::vendor_event_synchronize(std::uint64_t event) {
@@ -322,6 +384,9 @@ void HostDevice::vendor_launch(std::uint64_t function, gpuplug_dim3_t grid, gpup
   const KernelHandles::Found kernel = kernel_handles_.find(function);
   if (kernel.verdict != KernelHandles::Verdict::ok) [[unlikely]]
     fail_handle(function, kernel.verdict);
+  if (captures_.any() &&
+      captured_launch(*kernel.record, grid, block, shared_bytes, stream, params)) [[unlikely]]
+    return;
   executor_.launch(stream, kernel.record->fn, kernel.record->name, grid, block, shared_bytes,
                    params);
 }

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "capture.hpp"
 #include "driver.hpp"
 #include "kernel_handles.hpp"
 #include "gpuplug/support/regular_file.hpp"
@@ -51,6 +52,11 @@ class HostDevice;
 struct KernelRecord {
   gpuplug_host_kernel_fn fn;  // the kernel
   std::string name;           // "module::function", escaped for messages
+  std::string func;           // the function's name, escaped for messages
+  // The argument sizes the module publishes as `<func>_args` (<gpuplug/kernel_args.h>), checked
+  // when get_function resolved the kernel; empty when it publishes none (or a malformed one), in
+  // which case a capture cannot copy the launch's arguments.
+  std::optional<std::vector<std::uint32_t>> arg_sizes;
 };
 
 /// Device memory is plain host memory, so both kinds are host-accessible and 256-byte aligned.
@@ -155,12 +161,34 @@ class HostDevice final : public sdk::Device {
   void vendor_launch(std::uint64_t function, gpuplug_dim3_t grid, gpuplug_dim3_t block,
                      std::uint32_t shared_bytes, std::uint64_t stream, void** params) override;
 
+  // graphs (ABI 1.3; device_graphs.cpp): the capture machinery is capture.hpp's
+  void vendor_begin_capture(std::uint64_t stream, std::int32_t mode) override;
+  std::uint64_t vendor_end_capture(std::uint64_t stream) override;
+  void vendor_graph_launch(std::uint64_t graph, std::uint64_t stream) override;
+  void vendor_graph_destroy(std::uint64_t graph) override;
+  void vendor_abort_capture(std::uint64_t stream) override;
+  bool vendor_is_capturing(std::uint64_t stream) override;
+
  private:
   /// A loaded module's mapped segment: module memory, which copies may name.
   struct Segment {
     ImageSegment range;
     std::uintptr_t module;  // the HostModule it belongs to
   };
+  // Work queued while captures are active (device_graphs.cpp): true when `stream` captures and
+  // the operation was recorded; false to run it now; Failure when it invalidates a capture.
+  [[gnu::cold]] bool captured_copy(std::uint64_t stream, const char* op, void* dst,
+                                   const void* src, std::uint64_t bytes, bool stage);
+  /// The same for a pitched 2D copy: one recorded copy per row.
+  [[gnu::cold]] bool captured_copy_2d(std::uint64_t stream, const char* op, void* dst,
+                                      std::uint64_t dst_pitch, const void* src,
+                                      std::uint64_t src_pitch, std::uint64_t width,
+                                      std::uint64_t height, bool stage);
+  [[gnu::cold]] bool captured_fill(std::uint64_t stream, void* dst, std::uint8_t value,
+                                   std::uint64_t bytes);
+  [[gnu::cold]] bool captured_launch(const KernelRecord& kernel, gpuplug_dim3_t grid,
+                                     gpuplug_dim3_t block, std::uint32_t shared_bytes,
+                                     std::uint64_t stream, void** params);
   [[noreturn, gnu::cold]] void fail_handle(std::uint64_t function,
                                            KernelHandles::Verdict verdict) const;
   /// Checks `image` (a full ELF validation), then loads it from `path` (a file) or, when `path`
@@ -173,6 +201,7 @@ class HostDevice final : public sdk::Device {
   mutable std::shared_mutex segments_mutex_;
   std::vector<Segment> segments_;  // guarded by segments_mutex_
   KernelHandles kernel_handles_;   // the handles get_function hands out (records: the modules')
+  Captures captures_;              // active stream captures and live graphs (capture.hpp)
   Executor executor_;              // last: destroyed first, after shutdown() in ~HostDevice
 };
 

@@ -322,6 +322,13 @@ void Executor::copy_staged(std::uint64_t stream, void* dst, const void* src, std
   enqueue(stream, Item{Item::Kind::copy, dst, from, bytes, 0, nullptr, {}, std::move(staged)});
 }
 
+void Executor::copy_owned(std::uint64_t stream, void* dst, std::shared_ptr<const std::byte[]> keep,
+                          std::size_t bytes) {
+  const void* from = keep.get();
+  if (stream == 0) return copy(stream, dst, from, bytes);
+  enqueue(stream, Item{Item::Kind::copy, dst, from, bytes, 0, nullptr, {}, std::move(keep)});
+}
+
 void Executor::fill(std::uint64_t stream, void* dst, std::uint8_t value, std::size_t bytes) {
   if (stream == 0) {
     wait_all();

@@ -114,6 +114,10 @@ class Executor {
   /// reuse `src` at once (a host source); without it `src` is read when the copy runs.
   void copy_2d(std::uint64_t stream, void* dst, std::size_t dst_pitch, const void* src,
                std::size_t src_pitch, std::size_t width, std::size_t height, bool stage_source);
+  /// copy, with `keep` (which owns `src`) kept alive by the queued copy until it ran: a graph's
+  /// staged upload, whose graph may be destroyed while the replay is queued.
+  void copy_owned(std::uint64_t stream, void* dst, std::shared_ptr<const std::byte[]> keep,
+                  std::size_t bytes);
   /// memset(dst, value, bytes), ordered on `stream`.
   void fill(std::uint64_t stream, void* dst, std::uint8_t value, std::size_t bytes);
   /// Runs `kernel` once per block of `grid` (see the class comment); returns when all ran.

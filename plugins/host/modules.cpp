@@ -17,6 +17,12 @@
 #include <string>
 #include <type_traits>
 
+#include <gpuplug/kernel_args.h>
+
+#include <cstring>
+#include <optional>
+#include <vector>
+
 #include "device.hpp"
 #include "gpuplug/support/elf_image.hpp"
 #include "gpuplug/support/text.hpp"
@@ -108,6 +114,33 @@ void* own_symbol(const HostModule& m, const std::string& name, const Elf64_Sym*&
     return nullptr;
   sym = static_cast<const Elf64_Sym*>(extra);
   return sym == nullptr ? nullptr : address;
+}
+
+// The sizes `<func>_args` publishes (<gpuplug/kernel_args.h>), or none. The module is not trusted
+// here: the symbol must be a data object of this module, at least the version-1 struct in size
+// and inside one of its mapped segments, with a known version, at most GPUPLUG_KERNEL_ARGS_MAX
+// arguments, and each size between 1 and kMaxArgBytes (a bad one is as good as none).
+std::optional<std::vector<std::uint32_t>> read_arg_sizes(HostDevice& device, const HostModule& m,
+                                                         const std::string& func) {
+  constexpr std::uint32_t kMaxArgBytes = 4096;  // CUDA's bound on all of a launch's arguments
+  const Elf64_Sym* sym = nullptr;
+  const void* address = own_symbol(m, func + GPUPLUG_KERNEL_ARGS_SUFFIX, sym);
+  if (address == nullptr || ELF64_ST_TYPE(sym->st_info) != STT_OBJECT ||
+      sym->st_size < sizeof(gpuplug_kernel_args_t))
+    return std::nullopt;
+  const auto at = reinterpret_cast<std::uintptr_t>(address);
+  if (device.vendor_owns_range(at, sizeof(gpuplug_kernel_args_t)) == sdk::Access::none)
+    return std::nullopt;
+  gpuplug_kernel_args_t args{};
+  std::memcpy(&args, address, sizeof args);
+  if (args.version < 1 || args.count > GPUPLUG_KERNEL_ARGS_MAX) return std::nullopt;
+  std::vector<std::uint32_t> sizes(args.sizes, args.sizes + args.count);
+  std::uint32_t total = 0;
+  for (const std::uint32_t size : sizes) {
+    if (size == 0 || size > kMaxArgBytes - total) return std::nullopt;
+    total += size;
+  }
+  return sizes;
 }
 
 }  // namespace
@@ -317,7 +350,8 @@ std::uint64_t HostDevice::vendor_get_function(sdk::VendorModule module, const st
   // its slot) and, when the kernel throws, names it. Names are escaped once here.
   auto record = std::make_unique<KernelRecord>(KernelRecord{
       reinterpret_cast<gpuplug_host_kernel_fn>(address),
-      bounded_text(m.name, kMaxShownBytes) + "::" + bounded_text(func, kMaxShownBytes)});
+      bounded_text(m.name, kMaxShownBytes) + "::" + bounded_text(func, kMaxShownBytes),
+      bounded_text(func, kMaxShownBytes), read_arg_sizes(*this, m, func)});
   std::lock_guard lock(m.kernels_mutex);
   auto [it, inserted] = m.kernels.try_emplace(func);  // or a racing thread's
   if (inserted) {

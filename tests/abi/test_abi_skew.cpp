@@ -181,6 +181,8 @@ BOOST_AUTO_TEST_CASE(a_1_2_host_gets_the_1_2_table) {
   BOOST_TEST(t->import_stream != nullptr);
   // Nothing of 1.3 is there even for a host that reads past struct_size.
   BOOST_TEST(t->copy_h2d_async_retained == nullptr);
+  BOOST_TEST(t->stream_begin_capture == nullptr);
+  BOOST_TEST(t->stream_is_capturing == nullptr);
   BOOST_TEST(entry(GPUPLUG_MAKE_VERSION(1, 2)) == t);
 }
 
@@ -194,6 +196,12 @@ BOOST_AUTO_TEST_CASE(later_1_x_hosts_get_1_3) {
     BOOST_TEST(t->struct_size == GPUPLUG_PLUGIN_V1_3_SIZE);
     BOOST_TEST(t->host_free_pinned != nullptr);
     BOOST_TEST(t->copy_h2d_async_retained != nullptr);
+    BOOST_TEST(t->stream_begin_capture != nullptr);  // the graphs group, all of it
+    BOOST_TEST(t->stream_end_capture != nullptr);
+    BOOST_TEST(t->graph_launch != nullptr);
+    BOOST_TEST(t->graph_destroy != nullptr);
+    BOOST_TEST(t->stream_abort_capture != nullptr);
+    BOOST_TEST(t->stream_is_capturing != nullptr);
   }
 }
 

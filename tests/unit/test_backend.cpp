@@ -569,6 +569,8 @@ BOOST_AUTO_TEST_CASE(error_text) {
   BOOST_TEST(e.message() == "kernel gemm::gemm_f16 not found");
   BOOST_TEST(std::string(Error(Status::internal, "", "bare").what()) == "bare");
   BOOST_TEST(gpuplug::to_string(Status::out_of_memory) == "out_of_memory");
+  BOOST_TEST(gpuplug::to_string(Status::capture_invalidated) == "capture_invalidated");
+  BOOST_TEST(static_cast<int>(Status::capture_invalidated) == 10);  // CUDA 901 in the seed
   BOOST_TEST(gpuplug::to_string(static_cast<Status>(99)) == "unknown status 99");
 }
 

@@ -108,7 +108,13 @@
   X(P, free_host_mapped, 3, instance, mapped, together, "UNSUPPORTED")                             \
   X(P, host_ptr_to_device, 3, instance, mapped, together, "UNSUPPORTED")                           \
   X(P, host_address, 3, instance, memory, optional,                                                \
-    "the core returns the pointer itself for managed memory (the ledger snapshot says which)")
+    "the core returns the pointer itself for managed memory (the ledger snapshot says which)") \
+  X(P, stream_begin_capture, 3, instance, graphs, together, "UNSUPPORTED")                         \
+  X(P, stream_end_capture, 3, instance, graphs, together, "UNSUPPORTED")                           \
+  X(P, graph_launch, 3, instance, graphs, together, "UNSUPPORTED")                                 \
+  X(P, graph_destroy, 3, instance, graphs, together, "UNSUPPORTED")                                \
+  X(P, stream_abort_capture, 3, instance, graphs, together, "a no-op (nothing captures)")          \
+  X(P, stream_is_capturing, 3, instance, graphs, together, "false (nothing captures)")
 #else
 #define GPUPLUG_ABI_SLOTS_1_3(X, P)
 #endif

@@ -45,6 +45,7 @@ enum class SlotGroup {
   pinned,
   pitched,
   mapped,
+  graphs,
 };
 
 /// One row of GPUPLUG_ABI_SLOTS, with the slot's place in the table.
@@ -135,6 +136,7 @@ constexpr std::string_view group_name(SlotGroup group) noexcept {
     case SlotGroup::pinned: return "pinned";
     case SlotGroup::pitched: return "pitched";
     case SlotGroup::mapped: return "mapped";
+    case SlotGroup::graphs: return "graphs";
   }
   return "?";
 }
