@@ -47,7 +47,7 @@ class SyncLayer : public layers::LayerBase {
     gpuplug_status_t st =
         call_next<&P::launch>(function, grid, block, shared_bytes, stream, params);
     const char* when = "launch of ";
-    if (st == GPUPLUG_STATUS_SUCCESS) {
+    if (st == GPUPLUG_STATUS_SUCCESS && !capturing(stream)) {
       st = call_next<&P::stream_synchronize>(stream);
       when = "synchronize after the launch of ";
     }
@@ -62,6 +62,14 @@ class SyncLayer : public layers::LayerBase {
     const auto it = names_.find(function);
     return it != names_.end() ? it->second
                               : "kernel " + support::hex(function) + " (not resolved here)";
+  }
+  /// A launch into a capture is recorded, not run: nothing to wait for, and a synchronize would
+  /// invalidate the capture.
+  bool capturing(std::uint64_t stream) const {
+    if (stream == 0 || !next_has<&P::stream_is_capturing>()) return false;
+    std::int32_t capturing = 0;
+    return call_next<&P::stream_is_capturing>(stream, &capturing) == GPUPLUG_STATUS_SUCCESS &&
+           capturing != 0;
   }
   /// The level below's message for the failure it just returned on this thread.
   std::string message_below() const {

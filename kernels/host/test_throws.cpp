@@ -47,3 +47,4 @@ GPUPLUG_HOST_KERNEL(count) {
   (void)block;
   std::atomic_ref<std::uint32_t>(*ptr<std::uint32_t>(params, 0)).fetch_add(1);
 }
+GPUPLUG_HOST_KERNEL_ARGS(count, 1, {8});

@@ -109,3 +109,17 @@ BOOST_AUTO_TEST_CASE(many_threads_launch_through_the_layer) {
   for (std::thread& th : threads) th.join();
   BOOST_TEST(t.counted() == 4u * 25u * 2u);
 }
+
+BOOST_AUTO_TEST_CASE(a_launch_into_a_capture_is_not_waited_for) {
+  Throwing t("sync");
+  t.gpu->memset(t.counter, 0, 4);
+  t.gpu->synchronize();
+  t.gpu->begin_capture(t.stream);
+  t.gpu->launch_args(t.count, Dim3{3}, Dim3{1}, 0, t.stream, t.counter);  // would invalidate it
+  const gpuplug::Graph g = t.gpu->end_capture(t.stream);
+  BOOST_TEST(t.counted() == 0u);
+  t.gpu->launch_graph(g, t.stream);
+  t.gpu->synchronize(t.stream);
+  BOOST_TEST(t.counted() == 3u);
+  t.gpu->destroy_graph(g);
+}
