@@ -36,9 +36,10 @@ void Device::vendor_free_host_mapped(void*) { mapped_unsupported(config_, "free_
 std::uint64_t Device::vendor_host_ptr_to_device(void*) {
   mapped_unsupported(config_, "host_ptr_to_device");
 }
-void* Device::vendor_host_address(std::uint64_t) {
-  fail(GPUPLUG_STATUS_UNSUPPORTED,
-       "host_address: managed memory has no host address on " + owner_of(config_));
+// Managed memory has one address for the host and the device on CUDA, HIP and the host, which is
+// also what the core answers for a plugin without the slot.
+void* Device::vendor_host_address(std::uint64_t ptr) {
+  return reinterpret_cast<void*>(static_cast<std::uintptr_t>(ptr));
 }
 
 MappedHost Device::alloc_mapped(std::uint64_t bytes, const char* site) {

@@ -386,7 +386,8 @@ class Device {
   /// (cuMemHostGetDevicePointer, hipHostGetDevicePointer); the SDK adds interior offsets itself.
   virtual std::uint64_t vendor_host_ptr_to_device(void* host);
   /// The host address of `ptr` inside live managed memory (the SDK has checked the ledger holds
-  /// it as managed; mapped memory the SDK answers from its record). CUDA, HIP and host: `ptr`.
+  /// it as managed; mapped memory the SDK answers from its record). Default: `ptr` itself (one
+  /// address on CUDA, HIP and host); a vendor whose host sees managed memory elsewhere overrides it.
   virtual void* vendor_host_address(std::uint64_t ptr);
 
   // ---- provided by the SDK (device.cpp): what the table's slots do around the vendor hooks.
