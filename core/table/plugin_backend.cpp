@@ -382,10 +382,15 @@ std::uint64_t PluginBackend::device_free_memory() {
 }
 
 bool PluginBackend::integrated() {
-  std::call_once(device_class_once_, [this] {
-    integrated_ = device_info().device_class == DeviceClass::integrated_gpu;
-  });
-  return integrated_;
+  // Asked once; two threads that both ask store the same answer. No std::call_once: device_info
+  // may throw (a fault injected, a driver error), and libstdc++'s call_once does not recover
+  // from an exception everywhere (GCC PR 66146): the next call would wait forever.
+  int known = integrated_.load(std::memory_order_acquire);
+  if (known < 0) {
+    known = device_info().device_class == DeviceClass::integrated_gpu ? 1 : 0;
+    integrated_.store(known, std::memory_order_release);
+  }
+  return known == 1;
 }
 
 DeviceInfo PluginBackend::device_info() {

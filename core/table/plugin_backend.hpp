@@ -4,6 +4,8 @@
 
 #include <gpuplug/abi.h>
 
+#include <atomic>
+
 #include <gpuplug/backend.hpp>
 #include <memory>
 #include <mutex>
@@ -211,8 +213,7 @@ class PluginBackend final : public GpuBackend {
   // memory_info's integrated-GPU rule: whether device_memory_limit was given (then the limit is
   // the budget), and the device's class, asked once.
   bool memory_limited_ = false;
-  std::once_flag device_class_once_;
-  bool integrated_ = false;  // written once under device_class_once_
+  std::atomic<int> integrated_{-1};  // -1: not asked yet; then 0 or 1
   bool integrated();
   ImportCallbacks imports_;  // import_memory's on_release, run by free, sweep and destroy
 };
