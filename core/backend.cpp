@@ -133,4 +133,17 @@ DevicePtr GpuBackend::host_ptr_to_device(const void*) {
 }
 void* GpuBackend::host_address(DevicePtr) { mapped_unsupported(*this, "host_address"); }
 
+// ---- arenas and stream flags: the defaults of a backend without them.
+
+DevicePtr GpuBackend::alloc_arena(std::size_t, const char*) {
+  throw Error(Status::unsupported, std::string(name()), "alloc_arena",
+              "arenas are not supported by the " + std::string(plugin_name()) + " backend");
+}
+void GpuBackend::free_arena(DevicePtr p) {
+  if (!p) return;
+  throw Error(Status::unsupported, std::string(name()), "free_arena",
+              "arenas are not supported by the " + std::string(plugin_name()) + " backend");
+}
+Stream GpuBackend::create_stream(StreamFlags) { return create_stream(); }
+
 }  // namespace gpuplug

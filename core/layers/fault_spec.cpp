@@ -27,7 +27,7 @@ bool has_status(std::string_view slot) { return slot != "last_error" && slot != 
 bool releases(std::string_view slot) {
   return slot == "free" || slot == "stream_destroy" || slot == "event_destroy" ||
          slot == "unload_module" || slot == "sweep_unreleased" || slot == "graph_destroy" ||
-         slot == "stream_abort_capture";
+         slot == "stream_abort_capture" || slot == "free_arena" || slot == "free_host_mapped";
 }
 
 /// GpuBackend's names for the slots it names differently (Error::operation() shows these).
@@ -35,7 +35,7 @@ constexpr std::pair<std::string_view, std::string_view> aliases[] = {
     {"memset", "memset_d8"},
     {"kernel", "get_function"},
     {"device_symbol", "get_global"},
-    {"create_stream", "stream_create"},
+    {"create_stream", "stream_create_with_flags"},
     {"destroy_stream", "stream_destroy"},
     {"create_event", "event_create"},
     {"destroy_event", "event_destroy"},

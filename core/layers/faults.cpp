@@ -119,6 +119,10 @@ class FaultsLayer : public layers::LayerBase {
 #if GPUPLUG_ABI_VERSION_MINOR >= 3
     } else if constexpr (same_slot<Slot, &P::stream_end_capture>) {
       return call_next<&P::graph_destroy>(*std::get<1>(a));  // the graph made is destroyed
+    } else if constexpr (same_slot<Slot, &P::stream_create_with_flags>) {
+      return call_next<&P::stream_destroy>(*std::get<1>(a));
+    } else if constexpr (same_slot<Slot, &P::alloc_arena>) {
+      return call_next<&P::free_arena>(*std::get<2>(a));
 #endif
     } else {
       return GPUPLUG_STATUS_SUCCESS;

@@ -191,6 +191,16 @@ class Trace final : public LayerBase {
                          same_slot<Slot, &P::stream_is_capturing>) {
       e.stream = arg(I0{});
       e.on_stream = true;
+    } else if constexpr (same_slot<Slot, &P::stream_create_with_flags>) {
+      e.b = arg(I0{});  // the flags
+      e.a = status == GPUPLUG_STATUS_SUCCESS ? *arg(I1{}) : 0;
+    } else if constexpr (same_slot<Slot, &P::alloc_arena>) {
+      // An arena is not in the ledger's live bytes, so not in the trace's either.
+      e.b = arg(I0{});
+      e.a = status == GPUPLUG_STATUS_SUCCESS ? *arg(I2{}) : 0;
+      if (const char* site = arg(I1{}); site != nullptr) e.text = support::escape_text(site);
+    } else if constexpr (same_slot<Slot, &P::free_arena>) {
+      e.a = arg(I0{});
 #endif
     } else if constexpr (same_slot<Slot, &P::load_module> ||
                          same_slot<Slot, &P::unload_module> ||

@@ -78,6 +78,16 @@ std::string describe_args(const Event& e, const KernelNames& names) {
     case slot_stream_end_capture: case slot_graph_launch: case slot_graph_destroy:
       add("graph", hex(e.a));
       break;
+    case slot_stream_create_with_flags:
+      add("stream", hex(e.a));
+      add("flags", std::to_string(e.b), false);
+      break;
+    case slot_alloc_arena:
+      add("bytes", std::to_string(e.b), false);
+      add("ptr", hex(e.a));
+      if (!e.text.empty()) add("site", e.text);
+      break;
+    case slot_free_arena: add("ptr", hex(e.a)); break;
 #endif
     case slot_load_module: case slot_unload_module: case slot_load_module_file:
       add("module", e.text);

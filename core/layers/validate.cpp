@@ -87,6 +87,9 @@ gpuplug_plugin_v1 make_table() noexcept {
   GPUPLUG_VALIDATE_SLOT(graph_destroy)
   GPUPLUG_VALIDATE_SLOT(stream_abort_capture)
   GPUPLUG_VALIDATE_SLOT(stream_is_capturing)
+  GPUPLUG_VALIDATE_SLOT(stream_create_with_flags)
+  GPUPLUG_VALIDATE_SLOT(alloc_arena)
+  GPUPLUG_VALIDATE_SLOT(free_arena)
 #undef GPUPLUG_VALIDATE_SLOT
   return t;
 }

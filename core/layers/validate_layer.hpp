@@ -67,12 +67,22 @@ class ValidateLayer final : public LayerBase {
   gpuplug_status_t alloc_managed(std::uint64_t bytes, const char* site, std::uint64_t* out) {
     return record_alloc<&gpuplug_plugin_v1::alloc_managed>(bytes, site, out, true);
   }
-  gpuplug_status_t free(std::uint64_t ptr) {
-    if (ptr == 0) return call_next<&gpuplug_plugin_v1::free>(ptr);  // a no-op, as abi.h says
+  gpuplug_status_t free(std::uint64_t ptr) { return release<&gpuplug_plugin_v1::free>(ptr); }
+  // Arenas (ABI 1.3): device memory like an allocation's; the plugin refuses the wrong free.
+  gpuplug_status_t alloc_arena(std::uint64_t bytes, const char* site, std::uint64_t* out) {
+    return record_alloc<&gpuplug_plugin_v1::alloc_arena>(bytes, site, out, false);
+  }
+  gpuplug_status_t free_arena(std::uint64_t ptr) {
+    return release<&gpuplug_plugin_v1::free_arena>(ptr);
+  }
+  /// free / free_arena of `ptr`: forgotten here when the plugin freed it, kept when it refused.
+  template <auto Slot>
+  gpuplug_status_t release(std::uint64_t ptr) {
+    if (ptr == 0) return call_next<Slot>(ptr);  // a no-op, as abi.h says
     std::string why;
     std::optional<MemoryRecord::Taken> taken = memory_.take(ptr, why);
     if (!taken) return refuse(why);
-    const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::free>(ptr);
+    const gpuplug_status_t st = call_next<Slot>(ptr);
     if (st == GPUPLUG_STATUS_SUCCESS) {
       memory_.freed(std::move(*taken));
     } else {
@@ -234,6 +244,9 @@ class ValidateLayer final : public LayerBase {
 
   gpuplug_status_t stream_create(std::uint64_t* out) {
     return create_handle<&gpuplug_plugin_v1::stream_create>(streams_, out);
+  }
+  gpuplug_status_t stream_create_with_flags(std::uint32_t flags, std::uint64_t* out) {
+    return create_handle<&gpuplug_plugin_v1::stream_create_with_flags>(streams_, out, flags);
   }
   gpuplug_status_t stream_destroy(std::uint64_t stream) {
     if (auto why = check_stream(stream); !why.empty()) return refuse(why);

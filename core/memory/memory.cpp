@@ -119,6 +119,23 @@ std::string kinds_text(const MemoryKinds& k) {
   return out;
 }
 
+/// "arenas 1.5 GiB (not in live): 1.0 GiB weights, 512.0 MiB embeddings": the arenas apart from
+/// the live bytes, the three largest named.
+std::string arenas_text(const MemorySnapshot& s) {
+  std::vector<const LiveAllocation*> arenas;
+  for (const LiveAllocation& a : s.allocations)
+    if (a.kind == AllocKind::arena) arenas.push_back(&a);
+  std::stable_sort(arenas.begin(), arenas.end(),
+                   [](const LiveAllocation* a, const LiveAllocation* b) { return a->bytes > b->bytes; });
+  std::string out = "arenas " + short_bytes(s.totals.arena_bytes) + " (not in live)";
+  const std::size_t shown = std::min<std::size_t>(3, arenas.size());
+  for (std::size_t i = 0; i < shown; ++i)
+    out += (i == 0 ? ": " : ", ") + short_bytes(arenas[i]->bytes) + " " +
+           (arenas[i]->site.empty() ? std::string("<no site>") : arenas[i]->site);
+  if (arenas.size() > shown) out += " and " + std::to_string(arenas.size() - shown) + " more";
+  return out;
+}
+
 /// "400.0 KiB load_weights", "1.0 MiB spill (managed)", "1.5 MiB spill (1.0 MiB managed)": what
 /// of a site's live bytes is not device memory is said.
 std::string site_text(const MemorySnapshot& s, const SiteMemory& site) {
@@ -201,6 +218,7 @@ std::string out_of_memory_report(GpuBackend& gpu, std::size_t bytes, const char*
         }
         if (rest != 0 && s.sites.size() > shown) out += ", " + short_bytes(rest) + " elsewhere";
       }
+      if (s.totals.arena_bytes != 0) out += "; " + arenas_text(s);
       if (s.device_memory_limit)
         out += "; device_memory_limit " + short_bytes(*s.device_memory_limit) + " of device memory";
       if (s.device)

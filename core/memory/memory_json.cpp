@@ -28,6 +28,8 @@ const char* kind_name(AllocKind kind) {
       return "external";
     case AllocKind::pinned:
       return "pinned";
+    case AllocKind::arena:
+      return "arena";
     case AllocKind::device:
       break;
   }
@@ -97,8 +99,9 @@ AllocKind kind_field(const json::value& t, const std::string& source, const std:
   if (k == "managed") return AllocKind::managed;
   if (k == "external") return AllocKind::external;
   if (k == "pinned") return AllocKind::pinned;
+  if (k == "arena") return AllocKind::arena;
   bad(source, where + "\"kind\" is '" + support::escape_text(k) +
-                  "', not device, managed, external or pinned");
+                  "', not device, managed, external, pinned or arena");
 }
 
 /// The elements of array `key` ("where" for each: "sites[3]: ").
@@ -128,7 +131,7 @@ std::string to_json(const MemorySnapshot& s) {
   doc["totals"] = {{"live_bytes", c.live_bytes},     {"live_count", c.live_count},
                    {"peak_bytes", c.peak_bytes},     {"live_managed_bytes", c.live_managed_bytes},
                    {"total_allocs", c.total_allocs}, {"total_frees", c.total_frees},
-                   {"live_pinned_bytes", c.live_pinned_bytes}};
+                   {"live_pinned_bytes", c.live_pinned_bytes}, {"arena_bytes", c.arena_bytes}};
   json::value& sites = doc["sites"] = json::value::array();
   for (const SiteMemory& t : s.sites) {
     sites.push_back(json::value{{"site", t.site},
@@ -198,9 +201,11 @@ MemorySnapshot parse_memory_snapshot(std::string_view text, const std::string& s
   s.totals.live_managed_bytes = unsigned_field(totals, "live_managed_bytes", source, tw);
   s.totals.total_allocs = unsigned_field(totals, "total_allocs", source, tw);
   s.totals.total_frees = unsigned_field(totals, "total_frees", source, tw);
-  // Added within schema 1 (mapped host memory): absent from older snapshots, which had none.
+  // Added within schema 1 (mapped host memory, arenas): absent from older snapshots, which had
+  // none.
   s.totals.live_pinned_bytes =
       optional_unsigned(totals, "live_pinned_bytes", source, tw).value_or(0);
+  s.totals.arena_bytes = optional_unsigned(totals, "arena_bytes", source, tw).value_or(0);
   each(root, "sites", source, [&](const json::value& e, const std::string& w) {
     s.sites.push_back(
         {string_field(e, "site", source, w), unsigned_field(e, "live_bytes", source, w),

@@ -184,7 +184,7 @@ DevicePtr PluginBackend::alloc(std::size_t bytes, const char* site) {
   std::uint64_t out = 0;
   const gpuplug_status_t status = table_.alloc(instance_, bytes, site, &out);
   if (status == GPUPLUG_STATUS_OUT_OF_MEMORY) [[unlikely]]
-    return alloc_out_of_memory(bytes, site, false);
+    return alloc_out_of_memory(bytes, site, AllocOp::alloc);
   check(status, "alloc");
   return DevicePtr{out};
 }
@@ -193,7 +193,7 @@ DevicePtr PluginBackend::alloc_managed(std::size_t bytes, const char* site) {
   std::uint64_t out = 0;
   const gpuplug_status_t status = optional_.alloc_managed(*this, bytes, site, &out);
   if (status == GPUPLUG_STATUS_OUT_OF_MEMORY) [[unlikely]]
-    return alloc_out_of_memory(bytes, site, true);
+    return alloc_out_of_memory(bytes, site, AllocOp::alloc_managed);
   check(status, "alloc_managed");
   return DevicePtr{out};
 }
@@ -289,9 +289,16 @@ void PluginBackend::memset(DevicePtr dst, std::uint8_t value, std::size_t bytes,
 
 // ---- streams ------------------------------------------------------------------------------------
 
-Stream PluginBackend::create_stream() {
+Stream PluginBackend::create_stream() { return create_stream(StreamFlags::non_blocking); }
+
+Stream PluginBackend::create_stream(StreamFlags flags) {
+  if (flags != StreamFlags::blocking && flags != StreamFlags::non_blocking)
+    throw Error(Status::invalid_argument, name_, "create_stream",
+                "unknown stream flags " + std::to_string(static_cast<std::uint32_t>(flags)) +
+                    " (StreamFlags::blocking or StreamFlags::non_blocking)");
   std::uint64_t out = 0;
-  check(table_.stream_create(instance_, &out), "create_stream");
+  check(optional_.stream_create_with_flags(*this, static_cast<std::uint32_t>(flags), &out),
+        "create_stream");
   return Stream{out};
 }
 

@@ -70,6 +70,7 @@ class PluginBackend final : public GpuBackend {
                          Stream stream) override;
   void memset(DevicePtr dst, std::uint8_t value, std::size_t bytes, Stream stream) override;
   Stream create_stream() override;
+  Stream create_stream(StreamFlags flags) override;
   void destroy_stream(Stream stream) override;
   void synchronize(Stream stream) override;
   void synchronize() override;
@@ -111,6 +112,9 @@ class PluginBackend final : public GpuBackend {
   Stream import_stream(void* native_stream) override;
   // Mapped host memory and host addresses (plugin_backend_mapped.cpp): the ABI 1.3 slots or their
   // defaults.
+  // Arenas (plugin_backend_memory.cpp): the plugin's 1.3 slots, or unsupported.
+  DevicePtr alloc_arena(std::size_t bytes, const char* site) override;
+  void free_arena(DevicePtr p) override;
   void* alloc_host_pinned(std::size_t bytes, const char* site) override;
   void free_host_pinned(void* p) override;
   DevicePtr host_ptr_to_device(const void* p) override;
@@ -177,8 +181,10 @@ class PluginBackend final : public GpuBackend {
   std::string last_error() const;
   /// alloc's cold path after OUT_OF_MEMORY: the report and the observer
   /// (GpuBackend::out_of_memory).
-  // `managed`: for alloc_managed, else alloc.
-  [[gnu::cold]] DevicePtr alloc_out_of_memory(std::size_t bytes, const char* site, bool managed);
+  enum class AllocOp : std::uint8_t { alloc, alloc_managed, alloc_arena };
+  [[gnu::cold]] DevicePtr alloc_out_of_memory(std::size_t bytes, const char* site, AllocOp op);
+  /// The plugin's slot for `op` (the retry of alloc_out_of_memory calls it again).
+  gpuplug_status_t call_alloc(AllocOp op, std::size_t bytes, const char* site, std::uint64_t* out);
   std::string c_name(std::string_view name, const char* op, const char* what) const;
   /// Runs the on_release callbacks `imports_` still holds after the plugin forgot every range
   /// (`when`: "sweep_unreleased", "destroy"), warning with their count. Never throws: a callback

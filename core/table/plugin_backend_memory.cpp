@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // PluginBackend's memory you can see: the ABI 1.2 ledger slots (snapshot, peaks, scopes) or their
-// defaults, and alloc's out-of-memory path.
+// defaults, arenas (ABI 1.3), and the allocations' out-of-memory path.
 #include <cstring>
 
 #include "table/plugin_backend.hpp"
@@ -60,7 +60,34 @@ MemoryScopeResult PluginBackend::end_memory_scope(std::uint64_t scope) {
   return r;
 }
 
-DevicePtr PluginBackend::alloc_out_of_memory(std::size_t bytes, const char* site, bool managed) {
+DevicePtr PluginBackend::alloc_arena(std::size_t bytes, const char* site) {
+  std::uint64_t out = 0;
+  const gpuplug_status_t status = optional_.alloc_arena(*this, bytes, site, &out);
+  if (status == GPUPLUG_STATUS_OUT_OF_MEMORY) [[unlikely]]
+    return alloc_out_of_memory(bytes, site, AllocOp::alloc_arena);
+  check(status, "alloc_arena");
+  return DevicePtr{out};
+}
+
+void PluginBackend::free_arena(DevicePtr p) {
+  if (!p) return;
+  check(optional_.free_arena(*this, p.value), "free_arena");
+}
+
+gpuplug_status_t PluginBackend::call_alloc(AllocOp op, std::size_t bytes, const char* site,
+                                           std::uint64_t* out) {
+  switch (op) {
+    case AllocOp::alloc_managed:
+      return optional_.alloc_managed(*this, bytes, site, out);
+    case AllocOp::alloc_arena:
+      return optional_.alloc_arena(*this, bytes, site, out);
+    case AllocOp::alloc:
+      break;
+  }
+  return table_.alloc(instance_, bytes, site, out);
+}
+
+DevicePtr PluginBackend::alloc_out_of_memory(std::size_t bytes, const char* site, AllocOp op) {
   std::string reason;
   try {
     reason = last_error();
@@ -68,14 +95,14 @@ DevicePtr PluginBackend::alloc_out_of_memory(std::size_t bytes, const char* site
     reason = "(no memory to read the plugin's message)";
   }
   if (reason.empty()) reason = "the device has no memory left";
-  const char* operation = managed ? "alloc_managed" : "alloc";
+  const char* operation = op == AllocOp::alloc_managed ? "alloc_managed"
+                          : op == AllocOp::alloc_arena ? "alloc_arena"
+                                                       : "alloc";
   return out_of_memory(
       bytes, site, reason,
       [&]() -> std::optional<DevicePtr> {
         std::uint64_t out = 0;
-        const gpuplug_status_t status =
-            managed ? optional_.alloc_managed(*this, bytes, site, &out)
-                    : table_.alloc(instance_, bytes, site, &out);
+        const gpuplug_status_t status = call_alloc(op, bytes, site, &out);
         if (status == GPUPLUG_STATUS_OUT_OF_MEMORY) return std::nullopt;
         check(status, operation);
         return DevicePtr{out};

@@ -276,6 +276,32 @@ gpuplug_status_t default_stream_is_capturing(const PluginBackend&, std::uint64_t
   return GPUPLUG_STATUS_SUCCESS;
 }
 
+// Stream flags (ABI 1.3): a plugin without the slot makes blocking streams, which order every
+// operation a non-blocking stream would and more, so they keep its promises (only overlapping
+// less with the default stream).
+gpuplug_status_t default_stream_create_with_flags(const PluginBackend& b, std::uint32_t,
+                                                  std::uint64_t* out) {
+  return b.table().stream_create(b.instance(), out);
+}
+
+// Arenas (ABI 1.3): a plugin without both slots has none; what it would put on its ledger as an
+// arena only its own ledger can keep apart, so the core does not make one up from alloc.
+[[noreturn]] void arenas_unsupported(const PluginBackend& b, const char* operation) {
+  throw Error(Status::unsupported, std::string(b.name()), operation,
+              "arenas are not supported by the " + std::string(b.plugin_name()) + " plugin (ABI " +
+                  abi_version_text(b.table().abi_version) +
+                  (GPUPLUG_ABI_MINOR(b.table().abi_version) < 3
+                       ? ": its table ends before the arena slots of ABI 1.3)"
+                       : ": its arena slots are not both set)"));
+}
+gpuplug_status_t default_alloc_arena(const PluginBackend& b, std::uint64_t, const char*,
+                                     std::uint64_t*) {
+  arenas_unsupported(b, "alloc_arena");
+}
+gpuplug_status_t default_free_arena(const PluginBackend& b, std::uint64_t) {
+  arenas_unsupported(b, "free_arena");
+}
+
 }  // namespace
 
 std::string abi_version_text(std::uint32_t v) {
@@ -407,9 +433,12 @@ DeviceInfo to_device_info(const gpuplug_device_info_t& d) {
 LedgerStats to_ledger_stats(const gpuplug_ledger_stats_t& s) noexcept {
   LedgerStats out{s.live_bytes,         s.live_count,   s.peak_bytes,
                   s.live_managed_bytes, s.total_allocs, s.total_frees};
-  // ABI 1.3's field, only when the struct_size the plugin wrote back covers it (an older plugin
+  // ABI 1.3's fields, only when the struct_size the plugin wrote back covers it (an older plugin
   // leaves the caller's size and the zeroed field).
-  if (s.struct_size >= GPUPLUG_LEDGER_STATS_V1_3_SIZE) out.live_pinned_bytes = s.live_pinned_bytes;
+  if (s.struct_size >= GPUPLUG_LEDGER_STATS_V1_3_SIZE) {
+    out.live_pinned_bytes = s.live_pinned_bytes;
+    out.arena_bytes = s.arena_bytes;
+  }
   return out;
 }
 

@@ -192,6 +192,10 @@ typedef int32_t gpuplug_alloc_kind_t;
  * live_pinned_bytes, range-checked, swept), never in live_bytes nor against
  * device_memory_limit. */
 #define GPUPLUG_ALLOC_PINNED 3
+/* ABI 1.3 (arenas): long-lived device memory made by alloc_arena. On the ledger (counted in
+ * live_count and arena_bytes, range-checked, against device_memory_limit), never in live_bytes
+ * nor the peaks; freed by free_arena only. */
+#define GPUPLUG_ALLOC_ARENA 4
 
 /* Allocation ledger counters for one instance. */
 typedef struct gpuplug_ledger_stats_t {
@@ -205,8 +209,9 @@ typedef struct gpuplug_ledger_stats_t {
   uint64_t total_frees;
   /* ---- ABI 1.3 (struct_size GPUPLUG_LEDGER_STATS_V1_3_SIZE): appended. A plugin writes only the
    * fields the caller's struct_size covers and sets struct_size to what it wrote; the host reads
-   * this field only when that covers it (an older plugin leaves it as the host zeroed it). */
+   * these fields only when that covers them (an older plugin leaves it as the host zeroed it). */
   uint64_t live_pinned_bytes;  /* mapped host memory (GPUPLUG_ALLOC_PINNED), not in live_bytes */
+  uint64_t arena_bytes;        /* arenas (GPUPLUG_ALLOC_ARENA), not in live_bytes */
 } gpuplug_ledger_stats_t;
 
 /* The size of gpuplug_ledger_stats_t before ABI 1.3 (up to total_frees): the least a plugin
@@ -214,7 +219,7 @@ typedef struct gpuplug_ledger_stats_t {
 #define GPUPLUG_LEDGER_STATS_V1_0_SIZE (offsetof(gpuplug_ledger_stats_t, live_pinned_bytes))
 /* The size of gpuplug_ledger_stats_t in ABI 1.3. */
 #define GPUPLUG_LEDGER_STATS_V1_3_SIZE \
-  (offsetof(gpuplug_ledger_stats_t, live_pinned_bytes) + sizeof(uint64_t))
+  (offsetof(gpuplug_ledger_stats_t, arena_bytes) + sizeof(uint64_t))
 
 /* What inspect_module (ABI 1.1) found in a module image for one device: which of the targets the
  * image carries would load there, and the kernels it defines. Every string NUL-terminated,
@@ -528,6 +533,31 @@ typedef struct gpuplug_plugin_v1 {
    * else 0. */
   gpuplug_status_t (*stream_is_capturing)(gpuplug_instance_t inst, uint64_t stream,
                                           int32_t* capturing);
+  /* ---- ABI 1.3: stream flags (docs/architecture.md, "Streams"). */
+#define GPUPLUG_STREAM_BLOCKING 0u     /* ordered with stream 0, as stream_create's streams are */
+#define GPUPLUG_STREAM_NON_BLOCKING 1u /* work on stream 0 neither waits for it nor is waited for */
+  /* A new stream with `flags` (one of GPUPLUG_STREAM_*; any other value is INVALID_ARGUMENT
+   * naming it). A non-blocking stream is not ordered with the legacy default stream 0: work
+   * queued on 0 (synchronous copies included) does not wait for it, and its work does not wait
+   * for work on 0 (CU_STREAM_NON_BLOCKING, hipStreamNonBlocking); synchronize of the device
+   * still waits for it. (optional) defaults to stream_create: a blocking stream, which orders
+   * more than a non-blocking one promises and so is a correct one, only slower to overlap. */
+  gpuplug_status_t (*stream_create_with_flags)(gpuplug_instance_t inst, uint32_t flags,
+                                               uint64_t* out);
+  /* ---- ABI 1.3: arenas, long-lived device memory such as a model's weights (docs/memory.md).
+   * Optional, together: a table without both has neither, and the core refuses them with
+   * UNSUPPORTED naming the plugin. */
+  /* `bytes` of device memory, as alloc, on the ledger as GPUPLUG_ALLOC_ARENA under `site`: in
+   * live_count and arena_bytes, never in live_bytes nor the peaks (the figure a budget for
+   * transient memory uses), but against device_memory_limit (it is device memory). Copies,
+   * memsets and launches name it like any allocation. */
+  gpuplug_status_t (*alloc_arena)(gpuplug_instance_t inst, uint64_t bytes, const char* site,
+                                  uint64_t* out);
+  /* Frees an arena of this instance, named by the pointer alloc_arena returned. Null is a no-op;
+   * any other pointer, an allocation that is not an arena included, is INVALID_ARGUMENT naming
+   * it (free refuses an arena the same way). sweep_unreleased and destroy free what is left and
+   * name every arena among it, with its site and bytes. */
+  gpuplug_status_t (*free_arena)(gpuplug_instance_t inst, uint64_t ptr);
 } gpuplug_plugin_v1;
 
 /* The smallest table a v1 host accepts: everything up to and including sweep_unreleased (the
@@ -543,7 +573,7 @@ typedef struct gpuplug_plugin_v1 {
 /* The table of ABI 1.2. */
 #define GPUPLUG_PLUGIN_V1_2_SIZE (offsetof(gpuplug_plugin_v1, host_free_pinned) + sizeof(void*))
 /* The table of ABI 1.3 (provisional: see GPUPLUG_ABI_1_3_PROVISIONAL). */
-#define GPUPLUG_PLUGIN_V1_3_SIZE (offsetof(gpuplug_plugin_v1, stream_is_capturing) + sizeof(void*))
+#define GPUPLUG_PLUGIN_V1_3_SIZE (offsetof(gpuplug_plugin_v1, free_arena) + sizeof(void*))
 
 /* The entry point every plugin exports (extern "C", default visibility). */
 typedef const gpuplug_plugin_v1* (*gpuplug_plugin_entry_fn)(uint32_t host_abi_version);

@@ -66,7 +66,18 @@ class GpuBackend {
   virtual DevicePtr alloc_managed(std::size_t bytes,
                                   const char* site = GPUPLUG_CALLER_FUNCTION) = 0;
   /// Null is a no-op. An unknown or already-freed pointer is Error(invalid_argument), never a crash.
+  /// An arena is refused (free_arena frees it).
   virtual void free(DevicePtr p) = 0;
+  /// An arena (ABI 1.3): device memory for what lives as long as a model (its weights), on the
+  /// ledger as kind arena under `site`. Counted in ledger_stats().live_count and arena_bytes,
+  /// never in live_bytes nor peak_bytes (the figures a budget for transient memory, a KV cache,
+  /// is sized from), and against device_memory_limit like any device memory; snapshots, the
+  /// out-of-memory report and sweep_unreleased's warning name each arena. The default throws
+  /// Error(unsupported), as does a backend whose plugin predates ABI 1.3.
+  virtual DevicePtr alloc_arena(std::size_t bytes, const char* site = GPUPLUG_CALLER_FUNCTION);
+  /// Frees an arena. Null is a no-op; any other pointer, an allocation from alloc included, is
+  /// Error(invalid_argument) naming it.
+  virtual void free_arena(DevicePtr p);
 
   virtual void copy_h2d(DevicePtr dst, const void* src, std::size_t bytes) = 0;
   virtual void copy_d2h(void* dst, DevicePtr src, std::size_t bytes) = 0;
@@ -108,7 +119,14 @@ class GpuBackend {
   virtual void memset(DevicePtr dst, std::uint8_t value, std::size_t bytes, Stream stream = {}) = 0;
 
   // ---- streams
+  /// A new stream, non-blocking (StreamFlags): on a plugin-backed backend the same as
+  /// create_stream(StreamFlags::non_blocking). Work on it is not ordered with the default stream:
+  /// order them with an event, synchronize(stream), or a blocking stream.
   virtual Stream create_stream() = 0;
+  /// A new stream with `flags`. The default is create_stream(); a plugin older than ABI 1.3
+  /// makes blocking streams whatever the flags (they keep every order a non-blocking one
+  /// promises). A value that is not a StreamFlags is Error(invalid_argument) naming it.
+  virtual Stream create_stream(StreamFlags flags);
   /// Waits for the stream's work, then destroys it. The default stream cannot be destroyed.
   virtual void destroy_stream(Stream stream) = 0;
   virtual void synchronize(Stream stream) = 0;

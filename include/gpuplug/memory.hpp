@@ -31,7 +31,9 @@ inline constexpr std::size_t max_plugin_snapshot_bytes = std::size_t{256} << 20;
 /// gpuplug).
 /// pinned: page-locked host memory mapped into the device (GpuBackend::alloc_host_pinned),
 /// recorded at its device address; in live_count and live_pinned_bytes, not in live_bytes.
-enum class AllocKind : std::int32_t { device = 0, managed = 1, external = 2, pinned = 3 };
+/// arena: long-lived device memory (GpuBackend::alloc_arena); in live_count and arena_bytes, not
+/// in live_bytes.
+enum class AllocKind : std::int32_t { device = 0, managed = 1, external = 2, pinned = 3, arena = 4 };
 
 /// One live allocation.
 struct LiveAllocation {

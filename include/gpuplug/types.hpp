@@ -126,6 +126,16 @@ enum class CaptureMode : std::int32_t {
   relaxed = GPUPLUG_CAPTURE_MODE_RELAXED,
 };
 
+/// How a created stream is ordered with the default stream (CUDA's stream flags, same values).
+/// non_blocking: work queued on the default stream (synchronous copies included) does not wait
+/// for the stream, nor the stream's work for it, as CU_STREAM_NON_BLOCKING; the default of
+/// create_stream(), as in the seed engine. blocking: ordered with the default stream like CUDA's
+/// legacy default stream (each waits for the work queued on the other before).
+enum class StreamFlags : std::uint32_t {
+  blocking = GPUPLUG_STREAM_BLOCKING,
+  non_blocking = GPUPLUG_STREAM_NON_BLOCKING,
+};
+
 struct Dim3 {
   std::uint32_t x = 1, y = 1, z = 1;
   friend bool operator==(const Dim3&, const Dim3&) = default;
@@ -239,6 +249,9 @@ struct LedgerStats {
   /// Mapped host memory (alloc_host_pinned): in live_count, not in live_bytes (not the device's
   /// budget). 0 from a plugin older than ABI 1.3.
   std::uint64_t live_pinned_bytes = 0;
+  /// Arenas (alloc_arena): in live_count, not in live_bytes nor peak_bytes (so that a budget for
+  /// transient memory is not eaten by the weights). 0 from a plugin older than ABI 1.3.
+  std::uint64_t arena_bytes = 0;
 };
 
 }  // namespace gpuplug

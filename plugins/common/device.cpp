@@ -237,6 +237,14 @@ void Device::synchronize_or_warn(const char* op) noexcept {
   }
 }
 
+namespace {
+// What a vendor hook is told an allocation is: an arena is device memory to the vendor (only the
+// ledger keeps it apart).
+constexpr gpuplug_alloc_kind_t vendor_kind(gpuplug_alloc_kind_t kind) noexcept {
+  return kind == alloc_kind_arena ? GPUPLUG_ALLOC_DEVICE : kind;
+}
+}  // namespace
+
 SweepResult Device::sweep_allocations() noexcept {
   // Imported ranges leave the ledger with the rest; their memory is their owner's to free.
   // Mapped host memory goes back through its own free.
@@ -244,7 +252,7 @@ SweepResult Device::sweep_allocations() noexcept {
     if (kind == alloc_kind_pinned)
       free_swept_mapped(ptr);
     else if (kind != alloc_external)
-      vendor_free(ptr, kind);
+      vendor_free(ptr, vendor_kind(kind));
   });
 }
 
@@ -253,14 +261,15 @@ std::uint64_t Device::allocate(std::uint64_t bytes, const char* site, gpuplug_al
   return ledger_->allocate(
       bytes, kind, site,
       [&] {
-        const std::uint64_t p = kind == GPUPLUG_ALLOC_DEVICE ? vendor_alloc(vendor_bytes)
-                                                             : vendor_alloc_managed(vendor_bytes);
+        const std::uint64_t p = vendor_kind(kind) == GPUPLUG_ALLOC_DEVICE
+                                    ? vendor_alloc(vendor_bytes)
+                                    : vendor_alloc_managed(vendor_bytes);
         if (p == 0) fail(GPUPLUG_STATUS_DEVICE_ERROR, "the vendor allocation returned null");
         return p;
       },
       [&](std::uint64_t p) noexcept {
         try {
-          vendor_free(p, kind);
+          vendor_free(p, vendor_kind(kind));
         } catch (...) {
         }
       });
@@ -271,6 +280,13 @@ void Device::release(std::uint64_t ptr) {
   const gpuplug_alloc_kind_t kind = ledger_->release_kind(ptr);
   if (kind != alloc_external) vendor_free(ptr, kind);
 }
+
+void Device::release_arena(std::uint64_t ptr) {
+  ledger_->release_arena(ptr);
+  vendor_free(ptr, GPUPLUG_ALLOC_DEVICE);
+}
+
+std::uint64_t Device::vendor_stream_create_flags(std::uint32_t) { return vendor_stream_create(); }
 
 std::uint64_t Device::import_range(std::uint64_t address, std::uint64_t bytes, const char* site) {
   const auto where = [&] {

@@ -110,7 +110,7 @@ inline constexpr std::size_t ledger_stats_min_size = GPUPLUG_LEDGER_STATS_V1_0_S
 inline constexpr std::size_t ledger_stats_min_size = sizeof(gpuplug_ledger_stats_t);
 #endif
 
-// Writes the fields the caller's struct_size covers (ABI 1.3 appended live_pinned_bytes) and
+// Writes the fields the caller's struct_size covers (ABI 1.3 appended live_pinned_bytes and arena_bytes) and
 // says how much in struct_size; check_out_struct has refused less than the 1.0 struct.
 inline void fill_stats(gpuplug_ledger_stats_t& out, const LedgerCounters& c) noexcept {
   out.reserved = 0;
@@ -123,10 +123,12 @@ inline void fill_stats(gpuplug_ledger_stats_t& out, const LedgerCounters& c) noe
 #if GPUPLUG_ABI_VERSION_MINOR >= 3
   if (out.struct_size >= GPUPLUG_LEDGER_STATS_V1_3_SIZE) {
     out.live_pinned_bytes = c.live_pinned_bytes;
+    out.arena_bytes = c.arena_bytes;
     out.struct_size = GPUPLUG_LEDGER_STATS_V1_3_SIZE;
   }
 #else
   (void)c.live_pinned_bytes;
+  (void)c.arena_bytes;
 #endif
 }
 
@@ -200,5 +202,10 @@ gpuplug_status_t slot_host_ptr_to_device(gpuplug_instance_t inst, const void* ho
                                          std::uint64_t* device) noexcept;
 gpuplug_status_t slot_host_address(gpuplug_instance_t inst, std::uint64_t ptr,
                                    void** out) noexcept;
+
+// ABI 1.3 arenas (arena_slots.cpp).
+gpuplug_status_t slot_alloc_arena(gpuplug_instance_t inst, std::uint64_t bytes, const char* site,
+                                  std::uint64_t* out) noexcept;
+gpuplug_status_t slot_free_arena(gpuplug_instance_t inst, std::uint64_t ptr) noexcept;
 
 }  // namespace gpuplug::sdk::detail

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// AllocationLedger: accounting, device_memory_limit, unknown-free detection, reports and sweep.
+// AllocationLedger: accounting, device_memory_limit, unknown-free detection, snapshots, scopes.
 #include "ledger.hpp"
 
 #include <algorithm>
@@ -14,57 +14,9 @@
 #include "gpuplug/support/text.hpp"
 
 namespace gpuplug::sdk {
-namespace {
 
 using support::describe_bytes;
 using support::hex;
-
-std::string site_name(const std::string& site) { return site.empty() ? "<no site>" : site; }
-
-// (bytes, site) of each entry, for group_sites.
-using SizedSites = std::vector<std::pair<std::uint64_t, std::string_view>>;
-
-// Groups entries by site, largest total first; `top_n` = 0 means all.
-std::vector<SiteUsage> group_sites(const SizedSites& entries, std::size_t top_n) {
-  std::unordered_map<std::string_view, SiteUsage> by_site;
-  for (const auto& [bytes, site] : entries) {
-    SiteUsage& u = by_site[site];
-    if (u.count == 0) u.site = site;
-    ++u.count;
-    u.bytes += bytes;
-  }
-  std::vector<SiteUsage> sites;
-  sites.reserve(by_site.size());
-  for (auto& [_, u] : by_site) sites.push_back(std::move(u));
-  std::sort(sites.begin(), sites.end(), [](const SiteUsage& a, const SiteUsage& b) {
-    if (a.bytes != b.bytes) return a.bytes > b.bytes;
-    if (a.count != b.count) return a.count > b.count;
-    return a.site < b.site;
-  });
-  if (top_n != 0 && sites.size() > top_n) sites.resize(top_n);
-  return sites;
-}
-
-// The (bytes, site) of every slot of an exact index.
-template <class Table>
-SizedSites sized_sites(const Table& table) {
-  SizedSites out;
-  out.reserve(table.size());
-  table.for_each([&](const auto& s) { out.emplace_back(s.bytes, s.site->first); });
-  return out;
-}
-
-std::string format_sites(const std::vector<SiteUsage>& sites) {
-  std::string out;
-  for (const SiteUsage& u : sites) {
-    if (!out.empty()) out += ", ";
-    out += site_name(u.site) + " (" + std::to_string(u.bytes) + " bytes in " +
-           std::to_string(u.count) + (u.count == 1 ? " allocation)" : " allocations)");
-  }
-  return out;
-}
-
-}  // namespace
 
 // ---- AllocationLedger ----------------------------------------------------------------------
 
@@ -82,7 +34,8 @@ void AllocationLedger::fail_unknown_kind(gpuplug_alloc_kind_t kind) {
   fail(GPUPLUG_STATUS_INVALID_ARGUMENT, "unknown allocation kind " + std::to_string(kind));
 }
 
-AllocationLedger::Reservation AllocationLedger::reserve_against_limit(std::uint64_t bytes) {
+AllocationLedger::Reservation AllocationLedger::reserve_against_limit(std::uint64_t bytes,
+                                                                     gpuplug_alloc_kind_t kind) {
   std::unique_lock lock(mutex_);
   const std::uint64_t in_use = live_device_bytes_ + reserved_device_bytes_;
   if (bytes > *limit_ || in_use > *limit_ - bytes) {
@@ -92,7 +45,7 @@ AllocationLedger::Reservation AllocationLedger::reserve_against_limit(std::uint6
                                            describe_bytes(bytes) + " requested");
   }
   reserved_device_bytes_ += bytes;
-  return Reservation(this, bytes, GPUPLUG_ALLOC_DEVICE);
+  return Reservation(this, bytes, kind);
 }
 
 void AllocationLedger::unreserve(std::uint64_t bytes) noexcept {
@@ -144,12 +97,15 @@ void AllocationLedger::commit(Reservation&& reservation, std::uint64_t ptr, cons
         [&](const Live& s) { return s.ptr == ptr; });
     if (existing == nullptr) {
       index_.note(ptr);  // room reserved above: cannot throw
-      // Pinned memory is host memory: in the counts and live_pinned_bytes, never in the bytes
-      // the peaks, scopes and sites measure (the device's budget).
-      const std::uint64_t budget = r.kind_ == alloc_kind_pinned ? 0 : bytes;
-      if (r.kind_ == GPUPLUG_ALLOC_DEVICE) {
+      // Pinned memory is host memory, an arena the device's long-lived memory: both in the
+      // counts and their own bytes, never in the bytes the peaks, scopes and sites measure (the
+      // budget for transient memory). An arena is device memory for device_memory_limit.
+      const std::uint64_t budget =
+          r.kind_ == alloc_kind_pinned || r.kind_ == alloc_kind_arena ? 0 : bytes;
+      if (r.kind_ == GPUPLUG_ALLOC_DEVICE || r.kind_ == alloc_kind_arena) {
         if (r.ledger_ != nullptr) reserved_device_bytes_ -= bytes;
         live_device_bytes_ += bytes;
+        if (r.kind_ == alloc_kind_arena) counters_.arena_bytes += bytes;
       } else if (r.kind_ == GPUPLUG_ALLOC_MANAGED) {
         counters_.live_managed_bytes += bytes;
       } else if (r.kind_ == alloc_kind_pinned) {
@@ -178,19 +134,23 @@ void AllocationLedger::commit(Reservation&& reservation, std::uint64_t ptr, cons
 }
 
 // Inlined into release and release_kind: the free path is one call deep.
-// `pinned`: removes only an alloc_kind_pinned entry; otherwise only an entry of another kind (mapped
-// host memory leaves the ledger through its own free, never through free of its device address).
+// Removes only an entry that the free `by` frees (mapped host memory and arenas leave the ledger
+// through their own frees, never through free of their device address).
 [[gnu::always_inline]] inline bool AllocationLedger::remove(std::uint64_t ptr, Live& live,
-                                                            bool pinned) noexcept {
+                                                            FreeBy by) noexcept {
   if (!exact_.erase(
-          detail::mix(ptr),
-          [&](const Live& s) { return s.ptr == ptr && (s.kind == alloc_kind_pinned) == pinned; }, live))
+          detail::mix(ptr), [&](const Live& s) { return s.ptr == ptr && free_by(s.kind) == by; },
+          live))
     return false;
   if (live.filed != 0) index_.erase(ptr, live.bytes);
-  const std::uint64_t budget = live.kind == alloc_kind_pinned ? 0 : live.bytes;
-  if (live.kind == GPUPLUG_ALLOC_DEVICE)
+  const std::uint64_t budget =
+      live.kind == alloc_kind_pinned || live.kind == alloc_kind_arena ? 0 : live.bytes;
+  if (live.kind == GPUPLUG_ALLOC_DEVICE) {
     live_device_bytes_ -= live.bytes;
-  else if (live.kind == GPUPLUG_ALLOC_MANAGED)
+  } else if (live.kind == alloc_kind_arena) {
+    live_device_bytes_ -= live.bytes;
+    counters_.arena_bytes -= live.bytes;
+  } else if (live.kind == GPUPLUG_ALLOC_MANAGED)
     counters_.live_managed_bytes -= live.bytes;
   else if (live.kind == alloc_kind_pinned)
     counters_.live_pinned_bytes -= live.bytes;
@@ -206,16 +166,18 @@ void AllocationLedger::commit(Reservation&& reservation, std::uint64_t ptr, cons
 }
 
 void AllocationLedger::fail_not_live(std::uint64_t ptr) const {
-  bool mapped = false;
+  FreeBy by = FreeBy::free;
   {
     std::lock_guard lock(mutex_);
-    const Live* s = live(ptr);
-    mapped = s != nullptr && s->kind == alloc_kind_pinned;
+    if (const Live* s = live(ptr)) by = free_by(s->kind);
   }
-  if (mapped)
+  if (by == FreeBy::pinned)
     fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
          "free of " + hex(ptr) + ": it is the device address of mapped host memory of " + owner_ +
              "; free it by its host pointer (free_host_pinned)");
+  if (by == FreeBy::arena)
+    fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+         "free of " + hex(ptr) + ": it is an arena of " + owner_ + "; free it with free_arena");
   fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
        "free of " + hex(ptr) + ": not allocated by " + owner_ + " (or already freed)");
 }
@@ -227,7 +189,7 @@ LedgerEntry AllocationLedger::release(std::uint64_t ptr) {
     // The site is copied before anything changes, so a bad_alloc leaves the entry in place.
     if (const Live* s = live(ptr)) entry.site = s->site->first;
     Live live;
-    if (remove(ptr, live, false)) {
+    if (remove(ptr, live, FreeBy::free)) {
       entry.bytes = live.bytes;
       entry.kind = live.kind;
       return entry;
@@ -240,7 +202,7 @@ gpuplug_alloc_kind_t AllocationLedger::release_kind(std::uint64_t ptr) {
   {
     std::lock_guard lock(mutex_);
     Live live;
-    if (remove(ptr, live, false)) return live.kind;
+    if (remove(ptr, live, FreeBy::free)) return live.kind;
   }
   fail_not_live(ptr);
 }
@@ -249,10 +211,27 @@ std::uint64_t AllocationLedger::release_pinned(std::uint64_t ptr) {
   {
     std::lock_guard lock(mutex_);
     Live live;
-    if (remove(ptr, live, true)) return live.bytes;
+    if (remove(ptr, live, FreeBy::pinned)) return live.bytes;
   }
   fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
        "free of mapped memory at " + hex(ptr) + ": not on the ledger of " + owner_);
+}
+
+void AllocationLedger::release_arena(std::uint64_t ptr) {
+  std::optional<FreeBy> other;  // how the live allocation at ptr is freed, when it is no arena
+  {
+    std::lock_guard lock(mutex_);
+    if (const Live* s = live(ptr)) other = free_by(s->kind);
+    Live removed;
+    if (remove(ptr, removed, FreeBy::arena)) return;
+  }
+  fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+       "free_arena of " + hex(ptr) + ": " +
+           (!other ? "not an arena of " + owner_ + " (or already freed)"
+            : *other == FreeBy::pinned
+                ? "it is the device address of mapped host memory of " + owner_ +
+                      "; free it by its host pointer (free_host_pinned)"
+                : "it is an allocation of " + owner_ + " made by alloc, not alloc_arena; free it with free"));
 }
 
 AllocationLedger::Live* AllocationLedger::live(std::uint64_t ptr) const noexcept {
@@ -281,99 +260,6 @@ LedgerCounters AllocationLedger::counters() const {
 std::uint64_t AllocationLedger::live_device_bytes() const {
   std::lock_guard lock(mutex_);
   return live_device_bytes_;
-}
-
-std::vector<SiteUsage> AllocationLedger::top_sites(std::size_t top_n) const {
-  std::lock_guard lock(mutex_);
-  return group_sites(sized_sites(exact_), top_n);
-}
-
-std::string AllocationLedger::report(std::size_t top_n) const {
-  LedgerCounters c;
-  std::vector<SiteUsage> sites;
-  {
-    std::lock_guard lock(mutex_);
-    c = counters_;
-    sites = group_sites(sized_sites(exact_), top_n);
-  }
-  std::string out = owner_ + ": ";
-  if (c.live_count == 0) {
-    out += "no live allocations";
-  } else {
-    out += std::to_string(c.live_count) +
-           (c.live_count == 1 ? " live allocation, " : " live allocations, ") +
-           describe_bytes(c.live_bytes);
-    if (c.live_managed_bytes != 0)
-      out += ", of which " + describe_bytes(c.live_managed_bytes) + " managed";
-    if (c.live_pinned_bytes != 0)
-      out += ", and " + describe_bytes(c.live_pinned_bytes) + " of pinned host memory";
-  }
-  out += "; peak " + describe_bytes(c.peak_bytes) + ", " + std::to_string(c.total_allocs) +
-         " allocs, " + std::to_string(c.total_frees) + " frees";
-  if (limit_) out += "; device_memory_limit " + describe_bytes(*limit_);
-  out += '\n';
-  for (const SiteUsage& u : sites) {
-    out += "  " + std::to_string(u.bytes) + " bytes in " + std::to_string(u.count) +
-           (u.count == 1 ? " allocation: " : " allocations: ") + site_name(u.site) + '\n';
-  }
-  return out;
-}
-
-SweepResult AllocationLedger::sweep(
-    const std::function<void(std::uint64_t ptr, gpuplug_alloc_kind_t kind)>& vendor_free,
-    std::size_t top_n) noexcept {
-  SweepResult result;
-  detail::FlatTable<Live, LiveTraits> taken;  // swapped in: allocates nothing under the lock
-  bool sites_known = true;
-  {
-    // Entries leave the ledger before the vendor frees them (the ordering rule). Their sites
-    // are read now, under the lock: a commit may prune them once the entries are gone.
-    std::lock_guard lock(mutex_);
-    taken.swap(exact_);
-    index_.clear();
-    result.count = taken.size();
-    result.bytes = counters_.live_bytes;
-    result.managed_bytes = counters_.live_managed_bytes;
-    result.pinned_bytes = counters_.live_pinned_bytes;
-    counters_.total_frees += counters_.live_count;
-    counters_.live_bytes = 0;
-    counters_.live_count = 0;
-    counters_.live_managed_bytes = 0;
-    counters_.live_pinned_bytes = 0;
-    live_device_bytes_ = 0;
-    // Sweeps are not history events: they end the instance's life.
-    for (auto& [_, state] : sites_) {
-      state.live_bytes = 0;
-      state.live_count = 0;
-    }
-    try {
-      if (!taken.empty()) result.top_sites = group_sites(sized_sites(taken), top_n);
-    } catch (...) {
-      sites_known = false;  // out of memory while reporting; the sweep goes on
-    }
-  }
-  if (taken.empty()) return result;
-  taken.for_each([&](const Live& live) {
-    try {
-      vendor_free(live.ptr, live.kind);
-    } catch (...) {
-      ++result.failed;
-      note_sweep_failure(live.ptr, std::current_exception());
-    }
-  });
-  try {
-    std::string message =
-        "swept " + std::to_string(result.count) +
-        (result.count == 1 ? " unreleased allocation, " : " unreleased allocations, ") +
-        describe_bytes(result.bytes);
-    if (result.pinned_bytes != 0)
-      message += " and " + describe_bytes(result.pinned_bytes) + " of pinned host memory";
-    if (sites_known) message += "; top call sites: " + format_sites(result.top_sites);
-    log(GPUPLUG_LOG_WARNING, message);
-  } catch (...) {
-    log(GPUPLUG_LOG_WARNING, "swept unreleased allocations");  // out of memory while reporting
-  }
-  return result;
 }
 
 std::uint64_t AllocationLedger::now_ns() const noexcept {
@@ -465,29 +351,6 @@ ScopeResult AllocationLedger::end_scope(std::uint64_t id) {
   }
   fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
        "memory scope " + std::to_string(id) + " of " + owner_ + " is not open");
-}
-
-void AllocationLedger::note_sweep_failure(std::uint64_t ptr,
-                                          const std::exception_ptr& error) const noexcept {
-  try {
-    std::string why;
-    try {
-      std::rethrow_exception(error);
-    } catch (...) {
-      why = support::describe_current_exception();
-    }
-    log(GPUPLUG_LOG_ERROR, "sweep: freeing " + hex(ptr) + " failed: " + why);
-  } catch (...) {  // out of memory while reporting: SweepResult::failed still counts it
-  }
-}
-
-void AllocationLedger::log(gpuplug_log_level_t level, std::string_view message) const noexcept {
-  if (!log_) return;
-  try {
-    log_(level, message);
-  } catch (...) {
-    // A log sink must not throw; if it does, the message is dropped.
-  }
 }
 
 }  // namespace gpuplug::sdk

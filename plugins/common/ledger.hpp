@@ -42,6 +42,14 @@ inline constexpr gpuplug_alloc_kind_t alloc_kind_pinned = 3;
 #ifdef GPUPLUG_ALLOC_PINNED
 static_assert(alloc_kind_pinned == GPUPLUG_ALLOC_PINNED);
 #endif
+/// GPUPLUG_ALLOC_ARENA (ABI 1.3, arenas): long-lived device memory (a model's weights). Counted in
+/// live_count, arena_bytes and against device_memory_limit (it is device memory), never in
+/// live_bytes, a site's bytes nor the peaks: those measure the transient memory a budget is for.
+/// Only release_arena removes it; a sweep names every arena it finds. Spelled out as above.
+inline constexpr gpuplug_alloc_kind_t alloc_kind_arena = 4;
+#ifdef GPUPLUG_ALLOC_ARENA
+static_assert(alloc_kind_arena == GPUPLUG_ALLOC_ARENA);
+#endif
 
 /// One live allocation. `bytes` is what the caller asked for (0 for a zero-byte allocation,
 /// even though the vendor was asked for 1 byte so the pointer is distinct and freeable).
@@ -61,6 +69,7 @@ struct LedgerCounters {
   std::uint64_t total_allocs = 0;  // successful allocations
   std::uint64_t total_frees = 0;   // frees, sweeps included
   std::uint64_t live_pinned_bytes = 0;  // mapped host memory (alloc_kind_pinned), not in live_bytes
+  std::uint64_t arena_bytes = 0;        // arenas (alloc_kind_arena), not in live_bytes
 };
 
 /// One live allocation as a snapshot reports it.
@@ -130,6 +139,8 @@ struct SweepResult {
   std::uint64_t bytes = 0;
   std::uint64_t managed_bytes = 0;
   std::uint64_t pinned_bytes = 0;    // mapped host memory among them (not in `bytes`)
+  std::uint64_t arena_bytes = 0;     // arenas among them (not in `bytes`)
+  std::vector<LedgerEntry> arenas;   // each arena swept, with its site (largest first)
   std::uint64_t failed = 0;          // entries whose vendor free threw (logged, still removed)
   std::vector<SiteUsage> top_sites;  // the largest sites among the swept allocations
 };
@@ -199,8 +210,8 @@ class AllocationLedger {
   /// Failure(INVALID_ARGUMENT) for a kind that is neither device, managed, external nor pinned.
   /// Without a limit (or for memory other than device memory) it takes no lock.
   Reservation reserve(std::uint64_t bytes, gpuplug_alloc_kind_t kind) {
-    if (kind == GPUPLUG_ALLOC_DEVICE) {
-      if (limit_) return reserve_against_limit(bytes);
+    if (kind == GPUPLUG_ALLOC_DEVICE || kind == alloc_kind_arena) {
+      if (limit_) return reserve_against_limit(bytes, kind);
     } else if (kind != GPUPLUG_ALLOC_MANAGED && kind != alloc_external && kind != alloc_kind_pinned) {
       fail_unknown_kind(kind);
     }
@@ -215,12 +226,15 @@ class AllocationLedger {
   LedgerEntry release(std::uint64_t ptr);
   /// As `release`, but returns only the kind, so it copies no site and allocates nothing (the
   /// SDK's free slot, a hot path). Same errors.
-  /// Neither removes an alloc_kind_pinned entry: its free is `release_pinned` (the device address of
-  /// mapped host memory is refused, naming it and the free to use).
+  /// Neither removes an alloc_kind_pinned entry (its free is `release_pinned`) nor an
+  /// alloc_kind_arena one (`release_arena`): either is refused, naming it and the free to use.
   gpuplug_alloc_kind_t release_kind(std::uint64_t ptr);
   /// Removes the alloc_kind_pinned entry at `ptr` and returns its bytes; Failure(INVALID_ARGUMENT)
   /// when there is none.
   std::uint64_t release_pinned(std::uint64_t ptr);
+  /// Removes the alloc_kind_arena entry at `ptr`; Failure(INVALID_ARGUMENT) when there is none
+  /// ("free_arena of 0x..: ..." naming what it is instead, when it is another live allocation).
+  void release_arena(std::uint64_t ptr);
 
   /// reserve, vendor_alloc(), commit; frees the vendor pointer with vendor_free(ptr) if the
   /// commit fails. Returns the pointer. vendor_alloc throws on failure.
@@ -328,7 +342,7 @@ class AllocationLedger {
     static std::uint64_t hash(const Live& s) noexcept { return detail::mix(s.ptr); }
   };
 
-  Reservation reserve_against_limit(std::uint64_t bytes);
+  Reservation reserve_against_limit(std::uint64_t bytes, gpuplug_alloc_kind_t kind);
   void unreserve(std::uint64_t bytes) noexcept;
   [[noreturn]] static void fail_unknown_kind(gpuplug_alloc_kind_t kind);
   /// Under the lock: the interned site (inserted when new, after pruning when the table is
@@ -336,7 +350,14 @@ class AllocationLedger {
   Site* intern(const char* site);
   /// Under the lock: removes `ptr` from the indexes and the counters, its entry into `out`;
   /// false, changing nothing, when it is not live.
-  bool remove(std::uint64_t ptr, Live& out, bool pinned) noexcept;
+  // Which free removes an entry: free (device, managed, external), release_pinned, release_arena.
+  enum class FreeBy : std::uint8_t { free, pinned, arena };
+  static FreeBy free_by(gpuplug_alloc_kind_t kind) noexcept {
+    return kind == alloc_kind_pinned  ? FreeBy::pinned
+           : kind == alloc_kind_arena ? FreeBy::arena
+                                      : FreeBy::free;
+  }
+  bool remove(std::uint64_t ptr, Live& out, FreeBy by) noexcept;
   [[noreturn]] void fail_not_live(std::uint64_t ptr) const;
   /// Under the lock: the live entry of `ptr`, or null.
   Live* live(std::uint64_t ptr) const noexcept;

@@ -23,6 +23,7 @@ const char* kind_name(gpuplug_alloc_kind_t kind) {
   if (kind == GPUPLUG_ALLOC_MANAGED) return "managed";
   if (kind == alloc_external) return "external";
   if (kind == alloc_kind_pinned) return "pinned";
+  if (kind == alloc_kind_arena) return "arena";
   return "device";
 }
 
@@ -36,7 +37,7 @@ std::string to_json(const LedgerSnapshot& s) {
   doc["totals"] = {{"live_bytes", c.live_bytes},         {"live_count", c.live_count},
                    {"peak_bytes", c.peak_bytes},         {"live_managed_bytes", c.live_managed_bytes},
                    {"total_allocs", c.total_allocs},     {"total_frees", c.total_frees},
-                   {"live_pinned_bytes", c.live_pinned_bytes}};
+                   {"live_pinned_bytes", c.live_pinned_bytes}, {"arena_bytes", c.arena_bytes}};
   json::value& sites = doc["sites"] = json::value::array();
   for (const SiteTotals& t : s.sites) {
     sites.push_back({{"site", t.site},

@@ -150,6 +150,16 @@ gpuplug_status_t slot_stream_create(gpuplug_instance_t inst, std::uint64_t* out)
   });
 }
 
+[[maybe_unused]] gpuplug_status_t slot_stream_create_with_flags(gpuplug_instance_t inst,
+                                                                std::uint32_t flags,
+                                                                std::uint64_t* out) noexcept {
+  return guarded(inst, "stream_create_with_flags", [&](Device& d) {
+    GPUPLUG_EXPECTS(out != nullptr, GPUPLUG_STATUS_INVALID_ARGUMENT,
+                    "stream_create_with_flags: out is null");
+    *out = DeviceAccess::streams(d).create(d, flags);
+  });
+}
+
 gpuplug_status_t slot_stream_destroy(gpuplug_instance_t inst, std::uint64_t stream) noexcept {
   return guarded(inst, "stream_destroy",
                  [&](Device& d) { DeviceAccess::streams(d).destroy(d, stream); });

@@ -272,6 +272,11 @@ class Device {
   // ---- vendor hooks: streams (the SDK's StreamSet keeps the live ones and checks handles)
   /// A new stream's opaque value, never 0.
   virtual std::uint64_t vendor_stream_create() = 0;
+  /// A new stream with `flags`, GPUPLUG_STREAM_BLOCKING (0) or GPUPLUG_STREAM_NON_BLOCKING (1:
+  /// not ordered with the default stream; the SDK has refused any other value). The default
+  /// makes vendor_stream_create's stream whatever the flags: a blocking stream keeps every order
+  /// a non-blocking one promises, so it is correct, only slower to overlap default-stream work.
+  virtual std::uint64_t vendor_stream_create_flags(std::uint32_t flags);
   /// Waits for the stream's work, then destroys it (the ABI promises the work is done).
   virtual void vendor_stream_destroy(std::uint64_t stream) = 0;
   virtual void vendor_stream_synchronize(std::uint64_t stream) = 0;  // 0: the default stream
@@ -392,12 +397,16 @@ class Device {
 
   // ---- provided by the SDK (device.cpp): what the table's slots do around the vendor hooks.
   // A vendor has no need to call them; they are safe to call (the bookkeeping is theirs).
-  /// alloc / alloc_managed: reserves, calls the vendor, records. A zero-byte request still gets
+  /// alloc / alloc_managed / alloc_arena: reserves, calls the vendor (vendor_alloc for device
+  /// memory and arenas, vendor_alloc_managed), records. A zero-byte request still gets
   /// a distinct, freeable pointer (the vendor is asked for one byte, the ledger records zero).
   std::uint64_t allocate(std::uint64_t bytes, const char* site, gpuplug_alloc_kind_t kind);
   /// free: out of the ledger first (the ordering rule), then vendor_free; an imported range
-  /// (alloc_external) only leaves the ledger.
+  /// (alloc_external) only leaves the ledger. An arena is refused (free_arena frees it).
   void release(std::uint64_t ptr);
+  /// free_arena (ABI 1.3): an arena (allocate with alloc_kind_arena: vendor_alloc's memory) out
+  /// of the ledger, then vendor_free as device memory; anything else is refused, named.
+  void release_arena(std::uint64_t ptr);
   /// import_memory: checks the range (non-null, no wrap, nothing on the ledger overlaps it),
   /// asks vendor_check_import, then records it as alloc_external under `site`. Returns the
   /// pointer, which is the address.

@@ -11,8 +11,15 @@
 
 namespace gpuplug::sdk {
 
-std::uint64_t StreamSet::create(Device& device) {
-  const std::uint64_t stream = device.vendor_stream_create();
+std::uint64_t StreamSet::create(Device& device, std::optional<std::uint32_t> flags) {
+  // Spelled out: the SDK also compiles against headers older than GPUPLUG_STREAM_NON_BLOCKING.
+  constexpr std::uint32_t non_blocking = 1;
+  if (flags && *flags > non_blocking)
+    fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+         "stream_create_with_flags: unknown flags " + std::to_string(*flags) +
+             " (GPUPLUG_STREAM_BLOCKING 0 or GPUPLUG_STREAM_NON_BLOCKING 1)");
+  const std::uint64_t stream =
+      flags ? device.vendor_stream_create_flags(*flags) : device.vendor_stream_create();
   try {
     if (stream == 0)
       fail(GPUPLUG_STATUS_INTERNAL,

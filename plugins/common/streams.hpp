@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <shared_mutex>
 #include <unordered_set>
 #include <vector>
@@ -24,9 +25,10 @@ class Device;
 /// exclusive one to add or remove). Errors are sdk::Failure(INVALID_ARGUMENT).
 class StreamSet {
  public:
-  /// vendor_stream_create, then records the stream; if recording fails the stream is destroyed
-  /// again and the failure rethrown.
-  std::uint64_t create(Device& device);
+  /// vendor_stream_create (vendor_stream_create_flags when `flags` is given: a GPUPLUG_STREAM_*
+  /// value, anything else is Failure(INVALID_ARGUMENT) naming it), then records the stream; if
+  /// recording fails the stream is destroyed again and the failure rethrown.
+  std::uint64_t create(Device& device, std::optional<std::uint32_t> flags = std::nullopt);
   /// Returns when `stream` is 0 or live; else Failure(INVALID_ARGUMENT) "<op>: unknown stream N
   /// (not created by this backend, or destroyed)".
   void check(const char* op, std::uint64_t stream) const;

@@ -197,7 +197,7 @@ constexpr Swept swept[] = {
     {"memory_info", Status::device_error, false},
     {"alloc", Status::out_of_memory, true},
     {"alloc_managed", Status::out_of_memory, true},
-    {"stream_create", Status::device_error, true},
+    {"stream_create_with_flags", Status::device_error, true},
     {"event_create", Status::device_error, true},
     {"copy_h2d", Status::device_error, false},
     {"memset_d8", Status::device_error, false},

@@ -114,7 +114,11 @@
   X(P, graph_launch, 3, instance, graphs, together, "UNSUPPORTED")                                 \
   X(P, graph_destroy, 3, instance, graphs, together, "UNSUPPORTED")                                \
   X(P, stream_abort_capture, 3, instance, graphs, together, "a no-op (nothing captures)")          \
-  X(P, stream_is_capturing, 3, instance, graphs, together, "false (nothing captures)")
+  X(P, stream_is_capturing, 3, instance, graphs, together, "false (nothing captures)")          \
+  X(P, stream_create_with_flags, 3, instance, streams, optional,                                   \
+    "stream_create: a blocking stream, which orders more than it must")                           \
+  X(P, alloc_arena, 3, instance, arena, together, "UNSUPPORTED")                                   \
+  X(P, free_arena, 3, instance, arena, together, "UNSUPPORTED")
 #else
 #define GPUPLUG_ABI_SLOTS_1_3(X, P)
 #endif

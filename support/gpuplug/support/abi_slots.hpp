@@ -46,6 +46,7 @@ enum class SlotGroup {
   pitched,
   mapped,
   graphs,
+  arena,
 };
 
 /// One row of GPUPLUG_ABI_SLOTS, with the slot's place in the table.
@@ -137,6 +138,7 @@ constexpr std::string_view group_name(SlotGroup group) noexcept {
     case SlotGroup::pitched: return "pitched";
     case SlotGroup::mapped: return "mapped";
     case SlotGroup::graphs: return "graphs";
+    case SlotGroup::arena: return "arena";
   }
   return "?";
 }
