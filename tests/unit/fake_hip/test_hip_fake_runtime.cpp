@@ -446,6 +446,7 @@ BOOST_AUTO_TEST_CASE(a_runtime_without_events_still_loads_and_says_so) {
 // gpu_graph_cases.hpp, shared with the CUDA plugin's test).
 namespace {
 GraphVendor hip_vendor() {
+  BOOST_TEST_REQUIRE(probe().reason == GPUPLUG_PROBE_AVAILABLE);  // the plugin has loaded the fake
   void* fake = dlopen("libamdhip64.so", RTLD_NOW | RTLD_NOLOAD);
   BOOST_TEST_REQUIRE(fake != nullptr);
   const auto replays =
