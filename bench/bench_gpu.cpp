@@ -11,6 +11,10 @@
 //    scratch buffer with the OpCache (a hit) and without it (cuMemAlloc + cuMemFree), 1 MiB.
 //  - `cuda_alloc_free/gpuplug`: GpuBackend::alloc + free of 1 MiB (the ledger's cost on top of
 //    the driver's), against `cuda_alloc_free/raw`.
+//  - `cuda_graph_nodes/eager` vs `cuda_graph_nodes/replay` (N = 1, 10, 100, 1000): N empty axpy
+//    launches on the stream then a synchronize, eagerly and as one launch_graph of a graph that
+//    captured them (cuStreamBeginCapture ... cuGraphLaunch, docs/graphs.md); items are nodes, so
+//    the table's figure is ns per node, and replay / eager what a graph saves per launch.
 // A table of these ratios is printed after the benchmarks. Without a usable cuda:0 (no driver,
 // no GPU) the program says why and exits 0, so scripts may run it anywhere.
 #include <gpuplug/gpuplug.hpp>
@@ -226,6 +230,45 @@ void alloc_free_raw(benchmark::State& state) {
   });
 }
 
+constexpr int kGraphNodes[] = {1, 10, 100, 1000};
+
+void graph_nodes_eager(benchmark::State& state) {
+  guarded(state, [&] {
+    World& w = *g_world;
+    AxpyArgs args;
+    const auto nodes = static_cast<int>(state.range(0));
+    for (auto _ : state) {
+      for (int i = 0; i < nodes; ++i)
+        w.gpu->launch(w.axpy, Dim3{1, 1, 1}, Dim3{1, 1, 1}, 0, w.stream, args.params);
+      w.gpu->synchronize(w.stream);
+    }
+    state.SetItemsProcessed(state.iterations() * nodes);
+  });
+}
+
+void graph_nodes_replay(benchmark::State& state) {
+  guarded(state, [&] {
+    World& w = *g_world;
+    AxpyArgs args;
+    const auto nodes = static_cast<int>(state.range(0));
+    w.gpu->begin_capture(w.stream);
+    try {
+      for (int i = 0; i < nodes; ++i)
+        w.gpu->launch(w.axpy, Dim3{1, 1, 1}, Dim3{1, 1, 1}, 0, w.stream, args.params);
+    } catch (...) {
+      w.gpu->abort_capture_if_active(w.stream);
+      throw;
+    }
+    const gpuplug::Graph graph = w.gpu->end_capture(w.stream);
+    for (auto _ : state) {
+      w.gpu->launch_graph(graph, w.stream);
+      w.gpu->synchronize(w.stream);
+    }
+    w.gpu->destroy_graph(graph);
+    state.SetItemsProcessed(state.iterations() * nodes);
+  });
+}
+
 /// Prints the runs as the console reporter does and keeps each one's items per second (the
 /// median when there are repetitions), for the ratio table.
 class RatioReporter : public benchmark::ConsoleReporter {
@@ -236,10 +279,13 @@ class RatioReporter : public benchmark::ConsoleReporter {
       const bool aggregate = run.run_type == Run::RT_Aggregate;
       if (aggregate && run.aggregate_name != "median") continue;
       const auto it = run.counters.find("items_per_second");
-      if (it != run.counters.end()) rates[run.run_name.function_name] = it->second;
+      if (it == run.counters.end()) continue;
+      std::string name = run.run_name.function_name;
+      if (!run.run_name.args.empty()) name += "/" + run.run_name.args;
+      rates[name] = it->second;
     }
   }
-  std::map<std::string, double> rates;  // function name -> items per second
+  std::map<std::string, double> rates;  // function name[/args] -> items per second
 };
 
 void print_ratios(const std::map<std::string, double>& rates) {
@@ -268,6 +314,14 @@ void print_ratios(const std::map<std::string, double>& rates) {
       ns("cuda_alloc_free/gpuplug"), ns("cuda_alloc_free/raw"),
       ns("cuda_alloc_free/raw") > 0 ? ns("cuda_alloc_free/gpuplug") / ns("cuda_alloc_free/raw")
                                     : 0.0);
+  std::printf("\n| nodes | eager, ns per node | replay, ns per node | replay / eager |\n"
+              "|---:|---:|---:|---:|\n");
+  for (const int n : kGraphNodes) {
+    const std::string eager = "cuda_graph_nodes/eager/" + std::to_string(n);
+    const std::string replay = "cuda_graph_nodes/replay/" + std::to_string(n);
+    const double e = ns(eager.c_str()), r = ns(replay.c_str());
+    std::printf("| %d | %.1f | %.1f | %.2f |\n", n, e, r, e > 0 ? r / e : 0.0);
+  }
 }
 
 }  // namespace
@@ -298,6 +352,14 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark("cuda_scratch_hit/opcache", scratch_hit)->UseRealTime();
     benchmark::RegisterBenchmark("cuda_alloc_free/gpuplug", alloc_free_gpuplug)->UseRealTime();
     benchmark::RegisterBenchmark("cuda_alloc_free/raw", alloc_free_raw)->UseRealTime();
+    for (const int n : kGraphNodes) {
+      benchmark::RegisterBenchmark("cuda_graph_nodes/eager", graph_nodes_eager)
+          ->Arg(n)
+          ->UseRealTime();
+      benchmark::RegisterBenchmark("cuda_graph_nodes/replay", graph_nodes_replay)
+          ->Arg(n)
+          ->UseRealTime();
+    }
     RatioReporter reporter;
     benchmark::RunSpecifiedBenchmarks(&reporter);
     benchmark::Shutdown();

@@ -85,14 +85,6 @@ void describe_identity(const DriverApi& api, CUdevice device, int major, int min
                         : 0;
 }
 
-CUstream as_stream(std::uint64_t stream) noexcept {
-  return reinterpret_cast<CUstream>(static_cast<std::uintptr_t>(stream));
-}
-
-CUevent as_event(std::uint64_t event) noexcept {
-  return reinterpret_cast<CUevent>(static_cast<std::uintptr_t>(event));
-}
-
 // Allocation failures name the size; "cuMemAlloc(4096 bytes): CUDA_ERROR_OUT_OF_MEMORY (...)".
 void check_allocation(CUresult result, const char* operation, std::uint64_t bytes) {
   if (result != CUDA_SUCCESS)
@@ -326,6 +318,13 @@ void CudaDevice::vendor_copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint
 void CudaDevice::vendor_copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
                                        std::uint64_t stream) {
   const ContextScope current = make_current();
+  const void* from = stage_for_capture(src, bytes, stream);  // graphs.cpp
+  check(api_.memcpy_htod_async(dst, from, bytes, as_stream(stream)), "cuMemcpyHtoDAsync");
+}
+
+void CudaDevice::vendor_copy_h2d_async_retained(std::uint64_t dst, const void* src,
+                                                std::uint64_t bytes, std::uint64_t stream) {
+  const ContextScope current = make_current();
   check(api_.memcpy_htod_async(dst, src, bytes, as_stream(stream)), "cuMemcpyHtoDAsync");
 }
 
@@ -400,12 +399,14 @@ void CudaDevice::vendor_stream_destroy(std::uint64_t stream) {
 
 void CudaDevice::vendor_stream_synchronize(std::uint64_t stream) {
   const ContextScope current = make_current();
-  check(api_.stream_synchronize(as_stream(stream)), "cuStreamSynchronize");
+  if (const CUresult r = api_.stream_synchronize(as_stream(stream)); r != CUDA_SUCCESS)
+    throw_error(r, "cuStreamSynchronize of stream " + std::to_string(stream));
 }
 
 void CudaDevice::vendor_synchronize() {
   const ContextScope current = make_current();
   check(api_.ctx_synchronize(), "cuCtxSynchronize");
+  release_retired_uploads();  // every replay has completed
 }
 
 // ---- events ----------------------------------------------------------------------------------

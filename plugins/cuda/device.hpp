@@ -13,10 +13,19 @@
 #include <string_view>
 #include <vector>
 
+#include "capture_uploads.hpp"
 #include "driver.hpp"
 #include "plugin_sdk.hpp"
 
 namespace gpuplug::cuda {
+
+/// The driver's handles behind the ABI's opaque values (0: the legacy default stream).
+inline CUstream as_stream(std::uint64_t stream) noexcept {
+  return reinterpret_cast<CUstream>(static_cast<std::uintptr_t>(stream));
+}
+inline CUevent as_event(std::uint64_t event) noexcept {
+  return reinterpret_cast<CUevent>(static_cast<std::uintptr_t>(event));
+}
 
 /// Fills `out` for device `ordinal` (which the SDK has checked) without creating a context:
 /// free_memory is reported only when the device's primary context is already active (this
@@ -86,8 +95,11 @@ class CudaDevice final : public sdk::Device {
   void vendor_copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) override;
   void vendor_copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) override;
   bool vendor_dma_reads_pinned() const noexcept override { return true; }
+  // During a capture an upload's source is staged (stage_for_capture); a retained one is not.
   void vendor_copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
                              std::uint64_t stream) override;
+  void vendor_copy_h2d_async_retained(std::uint64_t dst, const void* src, std::uint64_t bytes,
+                                      std::uint64_t stream) override;
   void vendor_copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
                              std::uint64_t stream) override;
   void vendor_copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
@@ -142,6 +154,18 @@ class CudaDevice final : public sdk::Device {
   bool vendor_event_query(std::uint64_t event) override;
   float vendor_event_elapsed_ms(std::uint64_t start, std::uint64_t end) override;
 
+  // graphs (ABI 1.3, graphs.cpp): cuStreamBeginCapture_v2 with the ABI's mode (the values are
+  // CUDA's), cuStreamEndCapture then cuGraphInstantiateWithFlags (the CUgraph destroyed at once;
+  // the graph value is the CUgraphExec), cuGraphLaunch, cuGraphExecDestroy, cuStreamIsCapturing
+  // (active or invalidated: capturing). Abort ends the capture on its origin and drops what comes
+  // back. UNSUPPORTED naming the entry point a driver lacks.
+  void vendor_begin_capture(std::uint64_t stream, std::int32_t mode) override;
+  std::uint64_t vendor_end_capture(std::uint64_t stream) override;
+  void vendor_graph_launch(std::uint64_t graph, std::uint64_t stream) override;
+  void vendor_graph_destroy(std::uint64_t graph) override;
+  void vendor_abort_capture(std::uint64_t stream) override;
+  bool vendor_is_capturing(std::uint64_t stream) override;
+
   // modules (modules.cpp)
   sdk::VendorModule vendor_load_module(std::string_view name,
                                        std::span<const std::byte> image) override;
@@ -163,7 +187,20 @@ class CudaDevice final : public sdk::Device {
   /// Failure(UNSUPPORTED) when the driver lacks an event entry point, naming it.
   void require_events(const char* op) const;
 
+  /// Failure(UNSUPPORTED) when the driver lacks a graph entry point, naming it.
+  void require_graphs(const char* op) const;
+  /// `src` itself, or (while `stream` captures, the context current) a copy of its `bytes` that
+  /// the capture keeps and hands to its graph: a replay uploads what `src` held at capture, as
+  /// the ABI promises for copy_h2d_async (the driver would read `src` at every replay).
+  const void* stage_for_capture(const void* src, std::uint64_t bytes, std::uint64_t stream);
+  /// Frees the staged uploads of destroyed graphs; called when every replay has completed.
+  void release_retired_uploads() noexcept;
+  /// Ends the capture `stream` is part of (on its origin when `stream` was forked into it) and
+  /// drops its staged uploads; *graph is what cuStreamEndCapture returned. Returns its result.
+  CUresult end_capture_of(std::uint64_t stream, std::uint64_t id, CUgraph* graph);
+
   const DriverApi& api_;
+  sdk::CaptureUploads uploads_;  // graphs.cpp: staged upload sources, by capture and by graph
   CUdevice device_ = 0;
   CUcontext context_ = nullptr;  // the primary context, retained by the driver state
   bool managed_memory_ = false;  // CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY

@@ -71,7 +71,10 @@ namespace gpuplug::cuda {
 // points (ABI 1.1 events) are in every driver gpuplug accepts, but a driver (or a shim) without
 // them must not make the plugin unloadable: CudaDevice then reports events as UNSUPPORTED
 // naming the one missing (has_events). Without cuMemcpy2DAsync the pitched 2D copies fall back
-// to one async copy per row (the SDK's default).
+// to one async copy per row (the SDK's default). The graph entry points (ABI 1.3 graphs,
+// graphs.cpp) are optional the same way: without one CudaDevice reports graphs UNSUPPORTED naming
+// it (missing_graph_entry_point). cuStreamBeginCapture resolves to cuStreamBeginCapture_v2 (with
+// a mode), cuStreamGetCaptureInfo to cuStreamGetCaptureInfo_v3.
 #define GPUPLUG_CUDA_OPTIONAL_ENTRY_POINTS(X)               \
   X(module_get_function_count, cuModuleGetFunctionCount)    \
   X(module_enumerate_functions, cuModuleEnumerateFunctions) \
@@ -87,7 +90,15 @@ namespace gpuplug::cuda {
   X(mem_host_alloc, cuMemHostAlloc)                         \
   X(mem_free_host, cuMemFreeHost)                           \
   X(memcpy_2d_async, cuMemcpy2DAsync)                       \
-  X(mem_host_get_device_pointer, cuMemHostGetDevicePointer)
+  X(mem_host_get_device_pointer, cuMemHostGetDevicePointer)  \
+  X(stream_begin_capture, cuStreamBeginCapture)             \
+  X(stream_end_capture, cuStreamEndCapture)                 \
+  X(stream_is_capturing, cuStreamIsCapturing)               \
+  X(stream_get_capture_info, cuStreamGetCaptureInfo)        \
+  X(graph_instantiate, cuGraphInstantiateWithFlags)         \
+  X(graph_destroy, cuGraphDestroy)                          \
+  X(graph_launch, cuGraphLaunch)                            \
+  X(graph_exec_destroy, cuGraphExecDestroy)
 
 /// The loaded driver: why it is (un)usable and its entry points.
 ///
@@ -120,6 +131,18 @@ struct DriverApi {
     if (event_query == nullptr) return "cuEventQuery";
     if (event_elapsed_time == nullptr) return "cuEventElapsedTime";
     if (stream_wait_event == nullptr) return "cuStreamWaitEvent";
+    return nullptr;
+  }
+  /// The first graph entry point (ABI 1.3 graphs) the driver lacks (nullptr: it has them all).
+  const char* missing_graph_entry_point() const noexcept {
+    if (stream_begin_capture == nullptr) return "cuStreamBeginCapture";
+    if (stream_end_capture == nullptr) return "cuStreamEndCapture";
+    if (stream_is_capturing == nullptr) return "cuStreamIsCapturing";
+    if (stream_get_capture_info == nullptr) return "cuStreamGetCaptureInfo";
+    if (graph_instantiate == nullptr) return "cuGraphInstantiateWithFlags";
+    if (graph_destroy == nullptr) return "cuGraphDestroy";
+    if (graph_launch == nullptr) return "cuGraphLaunch";
+    if (graph_exec_destroy == nullptr) return "cuGraphExecDestroy";
     return nullptr;
   }
 };
@@ -160,7 +183,10 @@ std::string version_text(int cuda_version);
 std::string describe_error(std::string_view operation, CUresult result);
 
 /// Maps a CUresult to the ABI status an operation reports (OUT_OF_MEMORY, INVALID_IMAGE, ...).
-/// Kernel faults map to LAUNCH_FAILED everywhere (they surface at the next synchronising call);
+/// The stream-capture errors that end or poison a capture (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+/// 900, _INVALIDATED 901, _MERGE 902, _UNJOINED 904, _ISOLATION 905, _IMPLICIT 906 and
+/// CUDA_ERROR_CAPTURED_EVENT 907) map to CAPTURE_INVALIDATED; _UNMATCHED 903 (end on a stream
+/// that did not begin the capture) and _WRONG_THREAD 908 to INVALID_ARGUMENT. Kernel faults map to LAUNCH_FAILED everywhere (they surface at the next synchronising call);
 /// `launching` also maps the other errors of a launch to LAUNCH_FAILED, except invalid
 /// arguments (a bad grid, block or handle), which stay INVALID_ARGUMENT.
 gpuplug_status_t status_of(CUresult result, bool launching = false) noexcept;

@@ -8,10 +8,6 @@ namespace gpuplug::cuda {
 
 namespace {
 
-CUstream as_stream(std::uint64_t stream) noexcept {
-  return reinterpret_cast<CUstream>(static_cast<std::uintptr_t>(stream));
-}
-
 /// A copy of `height` rows of `width` bytes, with no sides set yet.
 CUDA_MEMCPY2D rows(std::uint64_t width, std::uint64_t height) noexcept {
   CUDA_MEMCPY2D m{};
@@ -42,12 +38,14 @@ void CudaDevice::vendor_copy_h2d_2d_async(std::uint64_t dst, std::uint64_t dst_p
     sdk::Device::vendor_copy_h2d_2d_async(dst, dst_pitch, src, src_pitch, width, height, stream);
     return;
   }
+  const ContextScope current = make_current();
   CUDA_MEMCPY2D m = rows(width, height);
   m.srcMemoryType = CU_MEMORYTYPE_HOST;
-  m.srcHost = src;
+  // During a capture the rows are staged (graphs.cpp), from the first row's start to the last's end.
+  const std::uint64_t span = width == 0 || height == 0 ? 0 : (height - 1) * src_pitch + width;
+  m.srcHost = stage_for_capture(src, span, stream);
   m.srcPitch = src_pitch;
   set_device_destination(m, dst, dst_pitch);
-  const ContextScope current = make_current();
   check(api_.memcpy_2d_async(&m, as_stream(stream)), "cuMemcpy2DAsync(host to device)");
 }
 

@@ -13,10 +13,6 @@ namespace {
 
 void* as_ptr(std::uint64_t p) noexcept { return reinterpret_cast<void*>(p); }
 
-hipStream_t as_stream(std::uint64_t stream) noexcept {
-  return reinterpret_cast<hipStream_t>(stream);
-}
-
 hipEvent_t as_event(std::uint64_t event) noexcept { return reinterpret_cast<hipEvent_t>(event); }
 
 }  // namespace
@@ -185,6 +181,14 @@ void HipDevice::vendor_copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint6
 void HipDevice::vendor_copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
                                       std::uint64_t stream) {
   make_current();
+  const void* from = stage_for_capture(src, bytes, stream);  // graphs.cpp
+  check(hip_.memcpy_async(as_ptr(dst), from, bytes, hipMemcpyHostToDevice, as_stream(stream)),
+        "hipMemcpyAsync(host to device)");
+}
+
+void HipDevice::vendor_copy_h2d_async_retained(std::uint64_t dst, const void* src,
+                                               std::uint64_t bytes, std::uint64_t stream) {
+  make_current();
   check(hip_.memcpy_async(as_ptr(dst), src, bytes, hipMemcpyHostToDevice, as_stream(stream)),
         "hipMemcpyAsync(host to device)");
 }
@@ -259,7 +263,8 @@ void HipDevice::vendor_stream_destroy(std::uint64_t stream) {
 
 void HipDevice::vendor_stream_synchronize(std::uint64_t stream) {
   make_current();
-  check(hip_.stream_synchronize(as_stream(stream)), "hipStreamSynchronize");
+  if (const hipError_t e = hip_.stream_synchronize(as_stream(stream)); e != hipSuccess)
+    throw_error(e, "hipStreamSynchronize of stream " + std::to_string(stream));
 }
 
 void HipDevice::vendor_synchronize() {
@@ -267,6 +272,7 @@ void HipDevice::vendor_synchronize() {
   check(hip_.stream_synchronize(nullptr), "hipStreamSynchronize(default stream)");
   streams().for_each_live(
       [&](std::uint64_t s) { check(hip_.stream_synchronize(as_stream(s)), "hipStreamSynchronize"); });
+  release_retired_uploads();  // every replay has completed
 }
 
 // ---- events ----------------------------------------------------------------------------------

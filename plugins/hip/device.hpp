@@ -10,10 +10,16 @@
 #include <string_view>
 #include <vector>
 
+#include "capture_uploads.hpp"
 #include "driver.hpp"
 #include "plugin_sdk.hpp"
 
 namespace gpuplug::hip {
+
+/// The runtime's stream behind the ABI's opaque value (0: the null stream).
+inline hipStream_t as_stream(std::uint64_t stream) noexcept {
+  return reinterpret_cast<hipStream_t>(stream);
+}
 
 // ---- identity and properties (identity.cpp)
 
@@ -58,8 +64,11 @@ class HipDevice final : public sdk::Device {
   void vendor_copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) override;
   void vendor_copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) override;
   bool vendor_dma_reads_pinned() const noexcept override { return true; }
+  // During a capture an upload's source is staged (stage_for_capture); a retained one is not.
   void vendor_copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
                              std::uint64_t stream) override;
+  void vendor_copy_h2d_async_retained(std::uint64_t dst, const void* src, std::uint64_t bytes,
+                                      std::uint64_t stream) override;
   void vendor_copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
                              std::uint64_t stream) override;
   void vendor_copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
@@ -133,6 +142,18 @@ class HipDevice final : public sdk::Device {
   void vendor_launch(std::uint64_t function, gpuplug_dim3_t grid, gpuplug_dim3_t block,
                      std::uint32_t shared_bytes, std::uint64_t stream, void** params) override;
 
+  // graphs (ABI 1.3, graphs.cpp): hipStreamBeginCapture with the ABI's mode (the values are
+  // HIP's), hipStreamEndCapture then hipGraphInstantiateWithFlags (the hipGraph_t destroyed at
+  // once; the graph value is the hipGraphExec_t), hipGraphLaunch, hipGraphExecDestroy,
+  // hipStreamIsCapturing (active or invalidated: capturing). Abort ends the capture on its origin
+  // and drops what comes back. UNSUPPORTED naming the entry point a runtime lacks.
+  void vendor_begin_capture(std::uint64_t stream, std::int32_t mode) override;
+  std::uint64_t vendor_end_capture(std::uint64_t stream) override;
+  void vendor_graph_launch(std::uint64_t graph, std::uint64_t stream) override;
+  void vendor_graph_destroy(std::uint64_t graph) override;
+  void vendor_abort_capture(std::uint64_t stream) override;
+  bool vendor_is_capturing(std::uint64_t stream) override;
+
  private:
   /// Makes this device current on the calling thread (hipSetDevice when it is not already).
   void make_current() const;
@@ -140,8 +161,20 @@ class HipDevice final : public sdk::Device {
   void require_events(const char* op) const;
   /// As make_current, for noexcept paths: false when hipSetDevice failed.
   bool try_make_current() const noexcept;
+  /// Failure(UNSUPPORTED) when the runtime lacks a graph entry point, naming it.
+  void require_graphs(const char* op) const;
+  /// `src` itself, or (while `stream` captures, the device current) a copy of its `bytes` that
+  /// the capture keeps and hands to its graph: a replay uploads what `src` held at capture, as
+  /// the ABI promises for copy_h2d_async (the runtime would read `src` at every replay).
+  const void* stage_for_capture(const void* src, std::uint64_t bytes, std::uint64_t stream);
+  /// Frees the staged uploads of destroyed graphs; called when every replay has completed.
+  void release_retired_uploads() noexcept { uploads_.release_retired(); }
+  /// Ends the capture `stream` is part of (on its origin when `stream` was forked into it) and
+  /// drops its staged uploads; *graph is what hipStreamEndCapture returned. Returns its result.
+  hipError_t end_capture_of(std::uint64_t stream, unsigned long long id, hipGraph_t* graph);
 
   const DriverApi& hip_;
+  sdk::CaptureUploads uploads_;  // graphs.cpp: staged upload sources, by capture and by graph
   const int ordinal_;
   std::string arch_;             // gcnArchName, e.g. "gfx90a:sramecc+:xnack-" ("" if unreadable)
   bool managed_memory_ = false;  // hipDeviceAttributeManagedMemory == 1

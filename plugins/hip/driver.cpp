@@ -185,6 +185,18 @@ gpuplug_status_t status_of(hipError_t error, bool launching) noexcept {
     case hipErrorLaunchTimeOut:
     case hipErrorPriorLaunchFailure:
       return GPUPLUG_STATUS_LAUNCH_FAILED;
+    // What ends or poisons a capture, as for CUDA's 900-907 (the same numbers).
+    case hipErrorStreamCaptureUnsupported:
+    case hipErrorStreamCaptureInvalidated:
+    case hipErrorStreamCaptureMerge:
+    case hipErrorStreamCaptureUnjoined:
+    case hipErrorStreamCaptureIsolation:
+    case hipErrorStreamCaptureImplicit:
+    case hipErrorCapturedEvent:
+      return GPUPLUG_STATUS_CAPTURE_INVALIDATED;
+    case hipErrorStreamCaptureUnmatched:
+    case hipErrorStreamCaptureWrongThread:
+      return GPUPLUG_STATUS_INVALID_ARGUMENT;
     default:
       break;
   }

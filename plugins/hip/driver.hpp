@@ -70,7 +70,15 @@ namespace gpuplug::hip {
   X(memcpy_peer_async, hipMemcpyPeerAsync)        \
   X(host_free, hipHostFree)                       \
   X(memcpy_2d_async, hipMemcpy2DAsync)            \
-  X(host_get_device_pointer, hipHostGetDevicePointer)
+  X(host_get_device_pointer, hipHostGetDevicePointer)  \
+  X(stream_begin_capture, hipStreamBeginCapture)      \
+  X(stream_end_capture, hipStreamEndCapture)          \
+  X(stream_is_capturing, hipStreamIsCapturing)        \
+  X(stream_get_capture_info, hipStreamGetCaptureInfo) \
+  X(graph_instantiate, hipGraphInstantiateWithFlags)  \
+  X(graph_destroy, hipGraphDestroy)                   \
+  X(graph_launch, hipGraphLaunch)                     \
+  X(graph_exec_destroy, hipGraphExecDestroy)
 
 // hipMalloc and hipMallocManaged are overloaded in C++ (template helpers in the header), so their
 // C signatures are spelled out; the static_cast checks them against the header's declaration.
@@ -117,6 +125,19 @@ struct DriverApi {
     if (event_query == nullptr) return "hipEventQuery";
     if (event_elapsed_time == nullptr) return "hipEventElapsedTime";
     if (stream_wait_event == nullptr) return "hipStreamWaitEvent";
+    return nullptr;
+  }
+  /// The first graph entry point (ABI 1.3 graphs, graphs.cpp) the runtime lacks; nullptr: it has
+  /// them all. A runtime without them still loads; HipDevice reports graphs as UNSUPPORTED.
+  const char* missing_graph_entry_point() const noexcept {
+    if (stream_begin_capture == nullptr) return "hipStreamBeginCapture";
+    if (stream_end_capture == nullptr) return "hipStreamEndCapture";
+    if (stream_is_capturing == nullptr) return "hipStreamIsCapturing";
+    if (stream_get_capture_info == nullptr) return "hipStreamGetCaptureInfo";
+    if (graph_instantiate == nullptr) return "hipGraphInstantiateWithFlags";
+    if (graph_destroy == nullptr) return "hipGraphDestroy";
+    if (graph_launch == nullptr) return "hipGraphLaunch";
+    if (graph_exec_destroy == nullptr) return "hipGraphExecDestroy";
     return nullptr;
   }
 };

@@ -9,10 +9,6 @@ namespace {
 
 void* as_ptr(std::uint64_t p) noexcept { return reinterpret_cast<void*>(p); }
 
-hipStream_t as_stream(std::uint64_t stream) noexcept {
-  return reinterpret_cast<hipStream_t>(stream);
-}
-
 }  // namespace
 
 void HipDevice::vendor_copy_h2d_2d_async(std::uint64_t dst, std::uint64_t dst_pitch,
@@ -24,8 +20,10 @@ void HipDevice::vendor_copy_h2d_2d_async(std::uint64_t dst, std::uint64_t dst_pi
     return;
   }
   make_current();
-  check(hip_.memcpy_2d_async(as_ptr(dst), dst_pitch, src, src_pitch, width, height,
-                             hipMemcpyHostToDevice, as_stream(stream)),
+  // During a capture the rows are staged (graphs.cpp), from the first row's start to the last's end.
+  const std::uint64_t span = width == 0 || height == 0 ? 0 : (height - 1) * src_pitch + width;
+  check(hip_.memcpy_2d_async(as_ptr(dst), dst_pitch, stage_for_capture(src, span, stream),
+                             src_pitch, width, height, hipMemcpyHostToDevice, as_stream(stream)),
         "hipMemcpy2DAsync(host to device)");
 }
 

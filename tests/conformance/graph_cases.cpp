@@ -2,8 +2,8 @@
 // Conformance cases for graphs (ABI 1.3, docs/graphs.md): capture and replay, replay on another
 // stream, what invalidates a capture and how abort recovers, stream_is_capturing, fork and join
 // across streams with events, an unjoined fork, a destroyed graph. A backend without graphs
-// (begin_capture unsupported: the CUDA and HIP plugins for now, any plugin older than 1.3)
-// skips them all with the reason it gave.
+// (begin_capture unsupported: any plugin older than 1.3, a CUDA or HIP driver without the graph
+// entry points) skips them all with the reason it gave.
 #include <algorithm>
 #include <cstdint>
 #include <memory>

@@ -117,6 +117,23 @@ static const struct {
     {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {401, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
+    {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+    {900, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+     "operation not permitted when stream is capturing"},
+    {901, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+     "operation failed due to a previous error during capture"},
+    {902, "CUDA_ERROR_STREAM_CAPTURE_MERGE", "operation would result in a merge of separate capture sequences"},
+    {903, "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED", "capture was not ended in the same stream as it began"},
+    {904, "CUDA_ERROR_STREAM_CAPTURE_UNJOINED",
+     "capturing stream has unjoined work"},
+    {905, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION",
+     "dependency created on uncaptured work in another stream"},
+    {906, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
+     "operation would make the legacy stream depend on a capturing blocking stream"},
+    {907, "CUDA_ERROR_CAPTURED_EVENT", "operation not permitted on an event last recorded in a capturing stream"},
+    {908, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
+     "attempt to terminate a thread-local capture sequence from another thread"},
 };
 
 /* cuGetErrorName (want_name) or cuGetErrorString: CUDA_ERROR_INVALID_VALUE for other codes. */
@@ -139,8 +156,13 @@ static fake_result get_error_string(fake_result error, const char** text) {
   return describe_error(error, 0, text);
 }
 
+/* The modes with the fake device. */
+static int device_mode(void) {
+  return mode_is("device") || mode_is("device_no_events") || mode_is("device_no_graphs");
+}
+
 static fake_result device_get_count(int* count) {
-  *count = mode_is("device") || mode_is("device_no_events") ? 1 : 0;
+  *count = device_mode() ? 1 : 0;
   return FAKE_SUCCESS;
 }
 
@@ -396,12 +418,15 @@ static void release_at(size_t index) {
   remove_at(allocations, &allocation_count, index, sizeof *allocations);
 }
 
+static fake_result unsafe_call(void); /* stream capture's rule for alloc and free, below */
+
 static fake_result mem_alloc_common(unsigned long long* ptr, size_t bytes, int managed) {
   const fake_result r = need_primary();
   if (r != FAKE_SUCCESS) return r;
   if (ptr == NULL || bytes == 0) return FAKE_ERROR_INVALID_VALUE; /* as cuMemAlloc(0) */
   pthread_mutex_lock(&driver_lock);
-  const fake_result made = allocate(ptr, bytes, managed, NULL);
+  fake_result made = unsafe_call();
+  if (made == FAKE_SUCCESS) made = allocate(ptr, bytes, managed, NULL);
   pthread_mutex_unlock(&driver_lock);
   return made;
 }
@@ -416,9 +441,10 @@ static fake_result mem_alloc_managed(unsigned long long* ptr, size_t bytes, unsi
 static fake_result mem_free(unsigned long long ptr) {
   const fake_result r = need_primary();
   if (r != FAKE_SUCCESS) return r;
-  fake_result result = FAKE_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&driver_lock);
-  for (size_t i = 0; i < allocation_count; ++i) {
+  fake_result result = unsafe_call();
+  if (result == FAKE_SUCCESS) result = FAKE_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < allocation_count && result == FAKE_ERROR_INVALID_VALUE; ++i) {
     if (allocations[i].base == ptr && allocations[i].module == NULL &&
         !allocations[i].host_memory) {
       release_at(i);
@@ -564,6 +590,135 @@ static fake_result stream_create(void** stream, unsigned int flags) {
   *stream = s;
   return FAKE_SUCCESS;
 }
+/* ---- stream capture: what a capturing stream's work becomes ----------------------------------
+ * A capture is begun on one stream (its origin) and holds the nodes recorded from its members:
+ * the origin, and every stream forked into it by waiting on an event recorded on a member. Each
+ * member counts the operations recorded from it (ops) and how many of those another member has
+ * waited for (joined_ops); end-capture is CUDA_ERROR_STREAM_CAPTURE_UNJOINED when a forked member
+ * has work nobody waited for. Nodes are kept in recording order, which respects every dependency
+ * the capture saw, and a replay runs them in that order. Host pointers are recorded, not their
+ * bytes: a replay reads and writes host memory as it is then, as the driver's memcpy nodes do. */
+#define FAKE_ERROR_ILLEGAL_STATE 401
+#define FAKE_ERROR_ILLEGAL_ADDRESS 700
+#define FAKE_ERROR_CAPTURE_UNSUPPORTED 900
+#define FAKE_ERROR_CAPTURE_INVALIDATED 901
+#define FAKE_ERROR_CAPTURE_MERGE 902
+#define FAKE_ERROR_CAPTURE_UNMATCHED 903
+#define FAKE_ERROR_CAPTURE_UNJOINED 904
+#define FAKE_ERROR_CAPTURE_ISOLATION 905
+#define FAKE_ERROR_CAPTURE_IMPLICIT 906
+#define FAKE_ERROR_CAPTURED_EVENT 907
+#define FAKE_ERROR_CAPTURE_WRONG_THREAD 908
+enum { FAKE_CAPTURE_GLOBAL = 0, FAKE_CAPTURE_THREAD_LOCAL = 1, FAKE_CAPTURE_RELAXED = 2 };
+
+enum copy_kind { HTOD, DTOH, DTOD };
+/* cuMemcpy2DAsync's CUDA_MEMCPY2D as cuda.h lays it out. */
+typedef struct fake_memcpy2d {
+  size_t srcXInBytes, srcY;
+  int srcMemoryType;
+  const void* srcHost;
+  unsigned long long srcDevice;
+  void* srcArray;
+  size_t srcPitch;
+  size_t dstXInBytes, dstY;
+  int dstMemoryType;
+  void* dstHost;
+  unsigned long long dstDevice;
+  void* dstArray;
+  size_t dstPitch;
+  size_t WidthInBytes, Height;
+} fake_memcpy2d;
+
+enum node_kind { NODE_COPY, NODE_COPY_2D, NODE_MEMSET, NODE_LAUNCH };
+struct fake_node {
+  enum node_kind kind;
+  enum copy_kind direction;      /* NODE_COPY */
+  unsigned long long dst, src;   /* device sides (NODE_COPY, NODE_MEMSET's dst) */
+  void* host_dst;                /* NODE_COPY DTOH */
+  const void* host_src;          /* NODE_COPY HTOD */
+  size_t bytes;                  /* NODE_COPY, NODE_MEMSET */
+  unsigned char value;           /* NODE_MEMSET */
+  fake_memcpy2d copy_2d;         /* NODE_COPY_2D */
+  const void* function;          /* NODE_LAUNCH */
+};
+struct fake_nodes {
+  struct fake_node* at;
+  size_t count, capacity;
+};
+struct fake_capture {
+  unsigned long long id; /* unique over the process, from 1 */
+  int mode;
+  pthread_t thread; /* that began it */
+  int invalidated;
+  void* origin;
+  struct fake_nodes nodes;
+};
+struct fake_member {
+  void* stream;
+  struct fake_capture* capture;
+  size_t ops, joined_ops;
+};
+static struct fake_member* members; /* every capturing stream; guarded by driver_lock */
+static size_t member_count, member_capacity;
+static unsigned long long next_capture_id = 1;
+
+static int is_legacy(const void* stream) { return stream == NULL || stream == FAKE_STREAM_LEGACY; }
+/* The member entry of `stream`, or NULL when it does not capture. Lock held. */
+static struct fake_member* member_of(const void* stream) {
+  for (size_t i = 0; i < member_count; ++i)
+    if (members[i].stream == stream) return &members[i];
+  return NULL;
+}
+static void invalidate_all(void) {
+  for (size_t i = 0; i < member_count; ++i) members[i].capture->invalidated = 1;
+}
+/* Whether work on `stream` runs (NULL returned, *result SUCCESS), is recorded into the capture of
+ * the returned member (*result SUCCESS), or is refused (*result the error). The legacy stream
+ * would wait for every capturing (blocking) stream: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, which
+ * invalidates their captures. A member of an invalidated capture: ..._INVALIDATED. Lock held. */
+static struct fake_member* capture_gate(const void* stream, fake_result* result) {
+  *result = FAKE_SUCCESS;
+  if (is_legacy(stream)) {
+    if (member_count > 0) {
+      invalidate_all();
+      *result = FAKE_ERROR_CAPTURE_IMPLICIT;
+    }
+    return NULL;
+  }
+  struct fake_member* m = member_of(stream);
+  if (m != NULL && m->capture->invalidated) *result = FAKE_ERROR_CAPTURE_INVALIDATED;
+  return m;
+}
+static fake_result record_node(struct fake_member* m, const struct fake_node* n) {
+  struct fake_nodes* nodes = &m->capture->nodes;
+  if (!append((void**)&nodes->at, &nodes->count, &nodes->capacity, n, sizeof *n))
+    return FAKE_ERROR_OUT_OF_MEMORY;
+  ++m->ops;
+  return FAKE_SUCCESS;
+}
+/* A "potentially unsafe" call (cuMemAlloc, cuMemFree, ...): refused with
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, invalidating the captures that refuse it, while a
+ * GLOBAL capture is active on any thread or a THREAD_LOCAL one begun by this thread. Lock held. */
+static fake_result unsafe_call(void) {
+  fake_result result = FAKE_SUCCESS;
+  for (size_t i = 0; i < member_count; ++i) {
+    struct fake_capture* c = members[i].capture;
+    if (c->mode == FAKE_CAPTURE_GLOBAL ||
+        (c->mode == FAKE_CAPTURE_THREAD_LOCAL && pthread_equal(c->thread, pthread_self()))) {
+      c->invalidated = 1;
+      result = FAKE_ERROR_CAPTURE_UNSUPPORTED;
+    }
+  }
+  return result;
+}
+/* Ends capture `c`: its members leave it and it is freed (its nodes too unless taken). Lock held. */
+static void end_capture_members(struct fake_capture* c) {
+  for (size_t i = member_count; i-- > 0;)
+    if (members[i].capture == c) remove_at(members, &member_count, i, sizeof *members);
+  free(c->nodes.at);
+  free(c);
+}
+
 static fake_result stream_destroy(void* stream) {
   const fake_result r = need_primary();
   if (r != FAKE_SUCCESS) return r;
@@ -571,6 +726,14 @@ static fake_result stream_destroy(void* stream) {
   pthread_mutex_lock(&driver_lock);
   for (size_t i = 0; i < stream_count; ++i) {
     if (streams[i] == stream) {
+      /* A capturing stream leaves its capture, invalidating it; without its origin it is gone. */
+      struct fake_member* m = member_of(stream);
+      if (m != NULL && m->capture->origin == stream) {
+        end_capture_members(m->capture);
+      } else if (m != NULL) {
+        m->capture->invalidated = 1;
+        remove_at(members, &member_count, (size_t)(m - members), sizeof *members);
+      }
       remove_at(streams, &stream_count, i, sizeof *streams);
       free(stream);
       result = FAKE_SUCCESS;
@@ -580,11 +743,32 @@ static fake_result stream_destroy(void* stream) {
   pthread_mutex_unlock(&driver_lock);
   return result;
 }
+/* A synchronize would wait for work a capture only records: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+ * and the capture is invalidated (..._INVALIDATED once it is). */
 static fake_result stream_synchronize(void* stream) {
   const fake_result r = need_primary();
-  return r != FAKE_SUCCESS ? r : check_stream(stream);
+  if (r != FAKE_SUCCESS) return r;
+  fake_result result = FAKE_SUCCESS;
+  pthread_mutex_lock(&driver_lock);
+  struct fake_member* m = NULL;
+  if (!stream_is_live(stream)) {
+    result = FAKE_ERROR_INVALID_HANDLE;
+  } else if ((m = capture_gate(stream, &result)) != NULL && result == FAKE_SUCCESS) {
+    m->capture->invalidated = 1;
+    result = FAKE_ERROR_CAPTURE_UNSUPPORTED;
+  }
+  pthread_mutex_unlock(&driver_lock);
+  return result;
 }
-static fake_result ctx_synchronize(void) { return need_primary(); }
+static fake_result ctx_synchronize(void) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  pthread_mutex_lock(&driver_lock);
+  const int capturing = member_count > 0;
+  invalidate_all();
+  pthread_mutex_unlock(&driver_lock);
+  return capturing ? FAKE_ERROR_CAPTURE_UNSUPPORTED : FAKE_SUCCESS;
+}
 FAKE_EXPORT int gpuplug_fake_cuda_live_streams(void) {
   pthread_mutex_lock(&driver_lock);
   const int n = (int)stream_count;
@@ -592,26 +776,48 @@ FAKE_EXPORT int gpuplug_fake_cuda_live_streams(void) {
   return n;
 }
 
-/* ---- copies and memset: done when called, on host memory, inside live allocations ---- */
-enum copy_kind { HTOD, DTOH, DTOD };
+/* ---- copies and memset: done when called (or recorded while capturing), on host memory,
+ * inside live allocations ---- */
+/* The copy a node or a call describes: done when `run`, else only checked. Lock held. */
+static fake_result copy_now(const struct fake_node* n, int run) {
+  if (n->bytes == 0) return FAKE_SUCCESS;
+  unsigned char* to = n->direction == DTOH ? (unsigned char*)n->host_dst : device_bytes(n->dst, n->bytes);
+  const unsigned char* from =
+      n->direction == HTOD ? (const unsigned char*)n->host_src : device_bytes(n->src, n->bytes);
+  if (to == NULL || from == NULL) return FAKE_ERROR_INVALID_VALUE; /* unknown, or past the end */
+  if (run) memmove(to, from, n->bytes);
+  return FAKE_SUCCESS;
+}
+/* Runs `n` on the device (no stream or capture checks): the work a call or a replay does.
+ * Lock held. */
+static fake_result run_node(const struct fake_node* n);
+/* Work `n` queued on `stream`: run, recorded into the stream's capture (after the checks a
+ * driver makes when it records it), or refused. Lock held. */
+static fake_result queue_node(const struct fake_node* n, fake_result (*check)(const struct fake_node*, int),
+                              void* stream) {
+  if (!stream_is_live(stream)) return FAKE_ERROR_INVALID_HANDLE;
+  fake_result result;
+  struct fake_member* m = capture_gate(stream, &result);
+  if (result != FAKE_SUCCESS) return result;
+  if (m == NULL) return run_node(n);
+  result = check(n, 0);
+  return result != FAKE_SUCCESS ? result : record_node(m, n);
+}
 static fake_result copy(enum copy_kind kind, unsigned long long dst, unsigned long long src,
                         void* host_dst, const void* host_src, size_t bytes, void* stream) {
   const fake_result r = need_primary();
   if (r != FAKE_SUCCESS) return r;
-  fake_result result = FAKE_SUCCESS;
+  struct fake_node n;
+  memset(&n, 0, sizeof n);
+  n.kind = NODE_COPY;
+  n.direction = kind;
+  n.dst = dst;
+  n.src = src;
+  n.host_dst = host_dst;
+  n.host_src = host_src;
+  n.bytes = bytes;
   pthread_mutex_lock(&driver_lock);
-  if (!stream_is_live(stream)) {
-    result = FAKE_ERROR_INVALID_HANDLE;
-  } else if (bytes != 0) {
-    unsigned char* to = kind == DTOH ? (unsigned char*)host_dst : device_bytes(dst, bytes);
-    const unsigned char* from =
-        kind == HTOD ? (const unsigned char*)host_src : device_bytes(src, bytes);
-    if (to == NULL || from == NULL) {
-      result = FAKE_ERROR_INVALID_VALUE; /* an unknown pointer, or past an allocation's end */
-    } else {
-      memmove(to, from, bytes);
-    }
-  }
+  const fake_result result = queue_node(&n, copy_now, stream);
   pthread_mutex_unlock(&driver_lock);
   return result;
 }
@@ -636,26 +842,11 @@ static fake_result memcpy_dtod_async(unsigned long long dst, unsigned long long 
                                      void* stream) {
   return copy(DTOD, dst, src, NULL, NULL, bytes, stream);
 }
-/* cuMemcpy2DAsync: CUDA_MEMCPY2D as cuda.h lays it out (memory types HOST 1, DEVICE 2, ARRAY 3,
+/* cuMemcpy2DAsync: CUDA_MEMCPY2D (memory types HOST 1, DEVICE 2, ARRAY 3,
  * UNIFIED 4). Row r of WidthInBytes bytes is read at src + (srcY + r) * srcPitch + srcXInBytes and
  * written likewise. As the driver does: a pitch below WidthInBytes, an array or unknown memory type,
  * or a row not inside one live allocation is CUDA_ERROR_INVALID_VALUE, checked for every row
  * before any is copied; width or height 0 copies nothing. */
-typedef struct fake_memcpy2d {
-  size_t srcXInBytes, srcY;
-  int srcMemoryType;
-  const void* srcHost;
-  unsigned long long srcDevice;
-  void* srcArray;
-  size_t srcPitch;
-  size_t dstXInBytes, dstY;
-  int dstMemoryType;
-  void* dstHost;
-  unsigned long long dstDevice;
-  void* dstArray;
-  size_t dstPitch;
-  size_t WidthInBytes, Height;
-} fake_memcpy2d;
 enum { FAKE_MEMORYTYPE_HOST = 1, FAKE_MEMORYTYPE_DEVICE = 2, FAKE_MEMORYTYPE_UNIFIED = 4 };
 /* Row `r` of one side, as host memory: a host pointer, or the bytes of a live allocation (NULL
  * when the row is not inside one). Lock held. */
@@ -668,6 +859,27 @@ static unsigned char* row_bytes(int type, const void* host, unsigned long long d
 static long long copies_2d; /* cuMemcpy2DAsync calls that copied */
 FAKE_EXPORT long long gpuplug_fake_cuda_copies_2d(void) {
   return __atomic_load_n(&copies_2d, __ATOMIC_SEQ_CST);
+}
+/* The rows of a 2D copy node: all checked, then copied when `run`. Lock held. */
+static fake_result copy_2d_now(const struct fake_node* n, int run) {
+  const fake_memcpy2d* m = &n->copy_2d;
+  if (m->WidthInBytes == 0 || m->Height == 0) return FAKE_SUCCESS;
+  for (size_t row = 0; row < m->Height; ++row) {
+    if (row_bytes(m->srcMemoryType, m->srcHost, m->srcDevice, m->srcXInBytes, m->srcY,
+                  m->srcPitch, m->WidthInBytes, row) == NULL ||
+        row_bytes(m->dstMemoryType, m->dstHost, m->dstDevice, m->dstXInBytes, m->dstY,
+                  m->dstPitch, m->WidthInBytes, row) == NULL)
+      return FAKE_ERROR_INVALID_VALUE;
+  }
+  if (!run) return FAKE_SUCCESS;
+  for (size_t row = 0; row < m->Height; ++row)
+    memmove(row_bytes(m->dstMemoryType, m->dstHost, m->dstDevice, m->dstXInBytes, m->dstY,
+                      m->dstPitch, m->WidthInBytes, row),
+            row_bytes(m->srcMemoryType, m->srcHost, m->srcDevice, m->srcXInBytes, m->srcY,
+                      m->srcPitch, m->WidthInBytes, row),
+            m->WidthInBytes);
+  __atomic_add_fetch(&copies_2d, 1, __ATOMIC_SEQ_CST);
+  return FAKE_SUCCESS;
 }
 static fake_result memcpy_2d_async(const fake_memcpy2d* m, void* stream) {
   const fake_result r = need_primary();
@@ -683,45 +895,34 @@ static fake_result memcpy_2d_async(const fake_memcpy2d* m, void* stream) {
   if (m->WidthInBytes == 0 || m->Height == 0) return check_stream(stream);
   if (m->srcPitch < m->WidthInBytes || m->dstPitch < m->WidthInBytes)
     return FAKE_ERROR_INVALID_VALUE;
-  fake_result result = FAKE_SUCCESS;
+  struct fake_node n;
+  memset(&n, 0, sizeof n);
+  n.kind = NODE_COPY_2D;
+  n.copy_2d = *m;
   pthread_mutex_lock(&driver_lock);
-  if (!stream_is_live(stream)) {
-    result = FAKE_ERROR_INVALID_HANDLE;
-  } else {
-    for (size_t row = 0; row < m->Height && result == FAKE_SUCCESS; ++row) {
-      if (row_bytes(m->srcMemoryType, m->srcHost, m->srcDevice, m->srcXInBytes, m->srcY,
-                    m->srcPitch, m->WidthInBytes, row) == NULL ||
-          row_bytes(m->dstMemoryType, m->dstHost, m->dstDevice, m->dstXInBytes, m->dstY,
-                    m->dstPitch, m->WidthInBytes, row) == NULL)
-        result = FAKE_ERROR_INVALID_VALUE;
-    }
-    for (size_t row = 0; row < m->Height && result == FAKE_SUCCESS; ++row)
-      memmove(row_bytes(m->dstMemoryType, m->dstHost, m->dstDevice, m->dstXInBytes, m->dstY,
-                        m->dstPitch, m->WidthInBytes, row),
-              row_bytes(m->srcMemoryType, m->srcHost, m->srcDevice, m->srcXInBytes, m->srcY,
-                        m->srcPitch, m->WidthInBytes, row),
-              m->WidthInBytes);
-    if (result == FAKE_SUCCESS) __atomic_add_fetch(&copies_2d, 1, __ATOMIC_SEQ_CST);
-  }
+  const fake_result result = queue_node(&n, copy_2d_now, stream);
   pthread_mutex_unlock(&driver_lock);
   return result;
+}
+static fake_result memset_now(const struct fake_node* n, int run) {
+  if (n->bytes == 0) return FAKE_SUCCESS; /* nothing to set, as with a copy of 0 bytes */
+  unsigned char* to = device_bytes(n->dst, n->bytes);
+  if (to == NULL) return FAKE_ERROR_INVALID_VALUE;
+  if (run) memset(to, n->value, n->bytes);
+  return FAKE_SUCCESS;
 }
 static fake_result memset_d8_async(unsigned long long dst, unsigned char value, size_t bytes,
                                    void* stream) {
   const fake_result r = need_primary();
   if (r != FAKE_SUCCESS) return r;
-  fake_result result = FAKE_SUCCESS;
+  struct fake_node n;
+  memset(&n, 0, sizeof n);
+  n.kind = NODE_MEMSET;
+  n.dst = dst;
+  n.value = value;
+  n.bytes = bytes;
   pthread_mutex_lock(&driver_lock);
-  unsigned char* to = device_bytes(dst, bytes);
-  if (!stream_is_live(stream)) {
-    result = FAKE_ERROR_INVALID_HANDLE;
-  } else if (bytes == 0) {
-    /* nothing to set, as with a copy of 0 bytes */
-  } else if (to == NULL) {
-    result = FAKE_ERROR_INVALID_VALUE;
-  } else {
-    memset(to, value, bytes);
-  }
+  const fake_result result = queue_node(&n, memset_now, stream);
   pthread_mutex_unlock(&driver_lock);
   return result;
 }
@@ -1051,6 +1252,20 @@ static fake_result func_get_name(const char** name, void* function) {
 }
 
 /* ---- launch: checked and counted, never run ---- */
+static fake_result launch_now(const struct fake_node* n, int run) {
+  if (live_function(n->function) == NULL) return FAKE_ERROR_INVALID_HANDLE;
+  if (run) __atomic_add_fetch(&launches, 1, __ATOMIC_SEQ_CST);
+  return FAKE_SUCCESS;
+}
+static fake_result run_node(const struct fake_node* n) {
+  switch (n->kind) {
+    case NODE_COPY: return copy_now(n, 1);
+    case NODE_COPY_2D: return copy_2d_now(n, 1);
+    case NODE_MEMSET: return memset_now(n, 1);
+    case NODE_LAUNCH: return launch_now(n, 1);
+  }
+  return FAKE_ERROR_INVALID_VALUE;
+}
 static fake_result launch_kernel(void* function, unsigned int gx, unsigned int gy, unsigned int gz,
                                  unsigned int bx, unsigned int by, unsigned int bz,
                                  unsigned int shared, void* stream, void** params, void** extra) {
@@ -1060,12 +1275,13 @@ static fake_result launch_kernel(void* function, unsigned int gx, unsigned int g
   if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 ||
       (unsigned long long)bx * by * bz > 1024 || shared > 232448 || extra != NULL)
     return FAKE_ERROR_INVALID_VALUE;
+  struct fake_node n;
+  memset(&n, 0, sizeof n);
+  n.kind = NODE_LAUNCH;
+  n.function = function;
   pthread_mutex_lock(&driver_lock);
-  const fake_result result = live_function(function) == NULL ? FAKE_ERROR_INVALID_HANDLE
-                             : !stream_is_live(stream)       ? FAKE_ERROR_INVALID_HANDLE
-                                                             : FAKE_SUCCESS;
+  const fake_result result = queue_node(&n, launch_now, stream);
   pthread_mutex_unlock(&driver_lock);
-  if (result == FAKE_SUCCESS) __atomic_add_fetch(&launches, 1, __ATOMIC_SEQ_CST);
   return result;
 }
 /* Events. A live event carries a magic value; the plugin must never pass a destroyed one (its
@@ -1075,6 +1291,11 @@ struct fake_event {
   int magic;
   int recorded;
   long long at_ns;
+  /* Recorded on a capturing stream: the capture's id, the stream and its recorded operations
+   * then (a wait on the event depends on those); capture_id 0 otherwise. Guarded by driver_lock. */
+  unsigned long long capture_id;
+  const void* capture_stream;
+  size_t capture_ops;
 };
 static int live_events; /* created minus destroyed */
 FAKE_EXPORT int gpuplug_fake_cuda_live_events(void) {
@@ -1110,22 +1331,52 @@ static fake_result event_destroy(void* e) {
   __atomic_sub_fetch(&live_events, 1, __ATOMIC_SEQ_CST);
   return FAKE_SUCCESS;
 }
+/* On a capturing stream the record is captured (the event marks the stream's point in the
+ * capture, for forks and joins), not done. */
 static fake_result event_record(void* e, void* stream) {
   const fake_result r = need_primary();
   if (r != FAKE_SUCCESS) return r;
   struct fake_event* ev = live_event(e);
-  if (ev == NULL || check_stream(stream) != FAKE_SUCCESS) return FAKE_ERROR_INVALID_HANDLE;
-  __atomic_store_n(&ev->at_ns, now_ns(), __ATOMIC_SEQ_CST);
-  __atomic_store_n(&ev->recorded, 1, __ATOMIC_SEQ_CST);
-  return FAKE_SUCCESS;
+  if (ev == NULL) return FAKE_ERROR_INVALID_HANDLE;
+  fake_result result = FAKE_SUCCESS;
+  pthread_mutex_lock(&driver_lock);
+  struct fake_member* m = NULL;
+  if (!stream_is_live(stream)) {
+    result = FAKE_ERROR_INVALID_HANDLE;
+  } else if ((m = capture_gate(stream, &result)) != NULL && result == FAKE_SUCCESS) {
+    ev->capture_id = m->capture->id;
+    ev->capture_stream = stream;
+    ev->capture_ops = m->ops;
+  } else if (result == FAKE_SUCCESS) {
+    ev->capture_id = 0;
+    __atomic_store_n(&ev->at_ns, now_ns(), __ATOMIC_SEQ_CST);
+    __atomic_store_n(&ev->recorded, 1, __ATOMIC_SEQ_CST);
+  }
+  pthread_mutex_unlock(&driver_lock);
+  return result;
 }
 static fake_result event_check(void* e) {
   const fake_result r = need_primary();
   if (r != FAKE_SUCCESS) return r;
   return live_event(e) != NULL ? FAKE_SUCCESS : FAKE_ERROR_INVALID_HANDLE;
 }
-static fake_result event_synchronize(void* e) { return event_check(e); }
-static fake_result event_query(void* e) { return event_check(e); }
+/* The member the event was last recorded on in a capture still active, or NULL. Lock held. */
+static struct fake_member* capturing_recorder(const struct fake_event* ev) {
+  if (ev->capture_id == 0) return NULL;
+  struct fake_member* m = member_of(ev->capture_stream);
+  return m != NULL && m->capture->id == ev->capture_id ? m : NULL;
+}
+/* An event last recorded in an active capture has no completion to wait for or ask about. */
+static fake_result event_done(void* e) {
+  const fake_result r = event_check(e);
+  if (r != FAKE_SUCCESS) return r;
+  pthread_mutex_lock(&driver_lock);
+  const int captured = capturing_recorder(live_event(e)) != NULL;
+  pthread_mutex_unlock(&driver_lock);
+  return captured ? FAKE_ERROR_CAPTURED_EVENT : FAKE_SUCCESS;
+}
+static fake_result event_synchronize(void* e) { return event_done(e); }
+static fake_result event_query(void* e) { return event_done(e); }
 static fake_result event_elapsed_time(float* ms, void* start, void* end) {
   const fake_result r = need_primary();
   if (r != FAKE_SUCCESS) return r;
@@ -1140,12 +1391,254 @@ static fake_result event_elapsed_time(float* ms, void* start, void* end) {
                 1e6);
   return FAKE_SUCCESS;
 }
+/* A wait on an event recorded in an active capture forks a stream that does not capture into
+ * it, or (from another member) joins the recorder's work up to the record back; a capturing
+ * stream waiting on an event from outside its capture would cross its boundary
+ * (CUDA_ERROR_STREAM_CAPTURE_ISOLATION), on one from another capture would merge the two
+ * (..._MERGE): both invalidate. */
 static fake_result stream_wait_event(void* stream, void* e, unsigned int flags) {
   const fake_result r = event_check(e);
   if (r != FAKE_SUCCESS) return r;
   if (flags != 0) return FAKE_ERROR_INVALID_VALUE;
-  return check_stream(stream);
+  const struct fake_event* ev = live_event(e);
+  fake_result result = FAKE_SUCCESS;
+  pthread_mutex_lock(&driver_lock);
+  struct fake_member* m = NULL;
+  if (!stream_is_live(stream)) {
+    result = FAKE_ERROR_INVALID_HANDLE;
+  } else if ((m = capture_gate(stream, &result)), result == FAKE_SUCCESS) {
+    struct fake_member* recorder = capturing_recorder(ev);
+    if (recorder == NULL) {
+      if (m != NULL) {
+        m->capture->invalidated = 1;
+        result = FAKE_ERROR_CAPTURE_ISOLATION;
+      }
+    } else if (m == NULL) {
+      const struct fake_member forked = {stream, recorder->capture, 0, 0};
+      if (!append((void**)&members, &member_count, &member_capacity, &forked, sizeof forked))
+        result = FAKE_ERROR_OUT_OF_MEMORY;
+    } else if (m->capture != recorder->capture) {
+      m->capture->invalidated = recorder->capture->invalidated = 1;
+      result = FAKE_ERROR_CAPTURE_MERGE;
+    } else if (recorder != m && ev->capture_ops > recorder->joined_ops) {
+      recorder->joined_ops = ev->capture_ops;
+    }
+  }
+  pthread_mutex_unlock(&driver_lock);
+  return result;
 }
+
+/* ---- capture and graphs ----
+ * A CUgraph (what end-capture returns) and a CUgraphExec (what instantiate makes of one) are
+ * both a fake_graph holding its own copy of the nodes, told apart by their magic. */
+#define FAKE_GRAPH_MAGIC 0x47524148
+#define FAKE_EXEC_MAGIC 0x45584543
+struct fake_graph {
+  int magic;
+  struct fake_nodes nodes;
+};
+static int live_graphs, live_graph_execs;
+static long long graph_launches; /* replays run (not those recorded into a capture) */
+FAKE_EXPORT int gpuplug_fake_cuda_live_graphs(void) {
+  return __atomic_load_n(&live_graphs, __ATOMIC_SEQ_CST);
+}
+FAKE_EXPORT int gpuplug_fake_cuda_live_graph_execs(void) {
+  return __atomic_load_n(&live_graph_execs, __ATOMIC_SEQ_CST);
+}
+FAKE_EXPORT long long gpuplug_fake_cuda_graph_launches(void) {
+  return __atomic_load_n(&graph_launches, __ATOMIC_SEQ_CST);
+}
+static struct fake_graph* live_graph(void* g, int magic) {
+  struct fake_graph* graph = (struct fake_graph*)g;
+  return graph != NULL && graph->magic == magic ? graph : NULL;
+}
+static struct fake_graph* make_graph(int magic, const struct fake_nodes* nodes) {
+  struct fake_graph* g = (struct fake_graph*)calloc(1, sizeof *g);
+  if (g == NULL) return NULL;
+  if (nodes->count > 0) {
+    g->nodes.at = (struct fake_node*)malloc(nodes->count * sizeof *nodes->at);
+    if (g->nodes.at == NULL) {
+      free(g);
+      return NULL;
+    }
+    memcpy(g->nodes.at, nodes->at, nodes->count * sizeof *nodes->at);
+  }
+  g->nodes.count = g->nodes.capacity = nodes->count;
+  g->magic = magic;
+  __atomic_add_fetch(magic == FAKE_GRAPH_MAGIC ? &live_graphs : &live_graph_execs, 1,
+                     __ATOMIC_SEQ_CST);
+  return g;
+}
+static void free_graph(struct fake_graph* g) {
+  __atomic_sub_fetch(g->magic == FAKE_GRAPH_MAGIC ? &live_graphs : &live_graph_execs, 1,
+                     __ATOMIC_SEQ_CST);
+  g->magic = 0;
+  free(g->nodes.at);
+  free(g);
+}
+/* cuStreamBeginCapture_v2(stream, mode): not on the legacy stream, nor on one that captures. */
+static fake_result stream_begin_capture(void* stream, int mode) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  if (mode < FAKE_CAPTURE_GLOBAL || mode > FAKE_CAPTURE_RELAXED) return FAKE_ERROR_INVALID_VALUE;
+  fake_result result = FAKE_SUCCESS;
+  pthread_mutex_lock(&driver_lock);
+  if (is_legacy(stream) || stream == FAKE_STREAM_PER_THREAD) {
+    result = FAKE_ERROR_CAPTURE_UNSUPPORTED;
+  } else if (!stream_is_live(stream)) {
+    result = FAKE_ERROR_INVALID_HANDLE;
+  } else if (member_of(stream) != NULL) {
+    result = FAKE_ERROR_ILLEGAL_STATE;
+  } else {
+    struct fake_capture* c = (struct fake_capture*)calloc(1, sizeof *c);
+    const struct fake_member origin = {stream, c, 0, 0};
+    if (c == NULL || !append((void**)&members, &member_count, &member_capacity, &origin,
+                             sizeof origin)) {
+      free(c);
+      result = FAKE_ERROR_OUT_OF_MEMORY;
+    } else {
+      c->id = next_capture_id++;
+      c->mode = mode;
+      c->thread = pthread_self();
+      c->origin = stream;
+    }
+  }
+  pthread_mutex_unlock(&driver_lock);
+  return result;
+}
+/* cuStreamEndCapture(stream, graph): only on the origin (..._UNMATCHED), from the thread that
+ * began it unless RELAXED (..._WRONG_THREAD); both leave the capture going. Otherwise the capture
+ * ends, every member leaving it: a graph, or NULL with ..._INVALIDATED (it was invalidated) or
+ * ..._UNJOINED (a forked stream's work was not waited for). */
+static fake_result stream_end_capture(void* stream, void** graph) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  if (graph == NULL) return FAKE_ERROR_INVALID_VALUE;
+  *graph = NULL;
+  fake_result result = FAKE_SUCCESS;
+  pthread_mutex_lock(&driver_lock);
+  struct fake_member* m = member_of(stream);
+  if (!stream_is_live(stream)) {
+    result = FAKE_ERROR_INVALID_HANDLE;
+  } else if (m == NULL) {
+    result = FAKE_ERROR_ILLEGAL_STATE;
+  } else if (m->capture->origin != stream) {
+    result = FAKE_ERROR_CAPTURE_UNMATCHED;
+  } else if (m->capture->mode != FAKE_CAPTURE_RELAXED &&
+             !pthread_equal(m->capture->thread, pthread_self())) {
+    result = FAKE_ERROR_CAPTURE_WRONG_THREAD;
+  } else {
+    struct fake_capture* c = m->capture;
+    result = c->invalidated ? FAKE_ERROR_CAPTURE_INVALIDATED : FAKE_SUCCESS;
+    for (size_t i = 0; i < member_count && result == FAKE_SUCCESS; ++i) {
+      if (members[i].capture == c && members[i].stream != c->origin &&
+          members[i].ops > members[i].joined_ops)
+        result = FAKE_ERROR_CAPTURE_UNJOINED;
+    }
+    if (result == FAKE_SUCCESS) {
+      *graph = make_graph(FAKE_GRAPH_MAGIC, &c->nodes);
+      if (*graph == NULL) result = FAKE_ERROR_OUT_OF_MEMORY;
+    }
+    end_capture_members(c);
+  }
+  pthread_mutex_unlock(&driver_lock);
+  return result;
+}
+/* The capture status (NONE 0, ACTIVE 1, INVALIDATED 2) of a stream; the legacy stream while a
+ * stream captures is CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (without invalidating). Lock held. */
+static fake_result capture_status(void* stream, int* status, unsigned long long* id) {
+  if (status == NULL) return FAKE_ERROR_INVALID_VALUE;
+  if (is_legacy(stream) && member_count > 0) return FAKE_ERROR_CAPTURE_IMPLICIT;
+  if (!stream_is_live(stream)) return FAKE_ERROR_INVALID_HANDLE;
+  const struct fake_member* m = member_of(stream);
+  *status = m == NULL ? 0 : m->capture->invalidated ? 2 : 1;
+  if (id != NULL && m != NULL) *id = m->capture->id;
+  return FAKE_SUCCESS;
+}
+static fake_result stream_is_capturing(void* stream, int* status) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  pthread_mutex_lock(&driver_lock);
+  const fake_result result = capture_status(stream, status, NULL);
+  pthread_mutex_unlock(&driver_lock);
+  return result;
+}
+/* cuStreamGetCaptureInfo_v3: the status and id; no graph or dependencies are reported. */
+static fake_result stream_get_capture_info(void* stream, int* status, unsigned long long* id,
+                                           void** graph, const void** dependencies,
+                                           const void** edge_data, size_t* count) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  if (graph != NULL) *graph = NULL;
+  if (dependencies != NULL) *dependencies = NULL;
+  if (edge_data != NULL) *edge_data = NULL;
+  if (count != NULL) *count = 0;
+  pthread_mutex_lock(&driver_lock);
+  const fake_result result = capture_status(stream, status, id);
+  pthread_mutex_unlock(&driver_lock);
+  return result;
+}
+static fake_result graph_instantiate(void** exec, void* graph, unsigned long long flags) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  if (exec == NULL || flags != 0) return FAKE_ERROR_INVALID_VALUE;
+  const struct fake_graph* g = live_graph(graph, FAKE_GRAPH_MAGIC);
+  if (g == NULL) return FAKE_ERROR_INVALID_VALUE;
+  *exec = make_graph(FAKE_EXEC_MAGIC, &g->nodes);
+  return *exec != NULL ? FAKE_SUCCESS : FAKE_ERROR_OUT_OF_MEMORY;
+}
+static fake_result graph_destroy(void* graph) {
+  struct fake_graph* g = live_graph(graph, FAKE_GRAPH_MAGIC);
+  if (g == NULL) return FAKE_ERROR_INVALID_VALUE;
+  free_graph(g);
+  return FAKE_SUCCESS;
+}
+static fake_result graph_exec_destroy(void* exec) {
+  struct fake_graph* g = live_graph(exec, FAKE_EXEC_MAGIC);
+  if (g == NULL) return FAKE_ERROR_INVALID_VALUE;
+  free_graph(g);
+  return FAKE_SUCCESS;
+}
+/* cuGraphLaunch(exec, stream): the nodes run in order (a replay: counted), or are recorded into
+ * the stream's capture. A node whose memory or kernel has gone since the capture is
+ * CUDA_ERROR_ILLEGAL_ADDRESS, as the fault of a real replay surfaces. */
+static fake_result graph_launch(void* exec, void* stream) {
+  const fake_result r = need_primary();
+  if (r != FAKE_SUCCESS) return r;
+  const struct fake_graph* g = live_graph(exec, FAKE_EXEC_MAGIC);
+  if (g == NULL) return FAKE_ERROR_INVALID_VALUE;
+  fake_result result = FAKE_SUCCESS;
+  pthread_mutex_lock(&driver_lock);
+  struct fake_member* m = NULL;
+  if (!stream_is_live(stream)) {
+    result = FAKE_ERROR_INVALID_HANDLE;
+  } else if ((m = capture_gate(stream, &result)), result != FAKE_SUCCESS) {
+    /* refused */
+  } else if (m != NULL) {
+    for (size_t i = 0; i < g->nodes.count && result == FAKE_SUCCESS; ++i)
+      result = record_node(m, &g->nodes.at[i]);
+  } else {
+    for (size_t i = 0; i < g->nodes.count && result == FAKE_SUCCESS; ++i)
+      if (run_node(&g->nodes.at[i]) != FAKE_SUCCESS) result = FAKE_ERROR_ILLEGAL_ADDRESS;
+    if (result == FAKE_SUCCESS) __atomic_add_fetch(&graph_launches, 1, __ATOMIC_SEQ_CST);
+  }
+  pthread_mutex_unlock(&driver_lock);
+  return result;
+}
+
+static const struct {
+  const char* symbol;
+  void* fn;
+} graph_entry_points[] = {
+    {"cuStreamBeginCapture", (void*)&stream_begin_capture},
+    {"cuStreamEndCapture", (void*)&stream_end_capture},
+    {"cuStreamIsCapturing", (void*)&stream_is_capturing},
+    {"cuStreamGetCaptureInfo", (void*)&stream_get_capture_info},
+    {"cuGraphInstantiateWithFlags", (void*)&graph_instantiate},
+    {"cuGraphDestroy", (void*)&graph_destroy},
+    {"cuGraphLaunch", (void*)&graph_launch},
+    {"cuGraphExecDestroy", (void*)&graph_exec_destroy},
+};
 
 static const struct {
   const char* symbol;
@@ -1228,7 +1721,7 @@ FAKE_EXPORT fake_result cuGetProcAddress_v2(const char* symbol, void** pfn, int 
     *pfn = (void*)&device_get_count;
   } else {
     *pfn = (void*)&not_supported;
-    if (mode_is("device") || mode_is("device_no_events")) {
+    if (device_mode()) {
       for (size_t i = 0; i < sizeof device_mode_entry_points / sizeof device_mode_entry_points[0];
            ++i) {
         if (strcmp(symbol, device_mode_entry_points[i].symbol) == 0)
@@ -1242,7 +1735,16 @@ FAKE_EXPORT fake_result cuGetProcAddress_v2(const char* symbol, void** pfn, int 
         if (status != NULL) *status = 1; /* CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND */
         return FAKE_ERROR_NOT_FOUND;
       }
-      if (mode_is("device")) *pfn = event_entry_points[i].fn;
+      if (device_mode()) *pfn = event_entry_points[i].fn;
+    }
+    for (size_t i = 0; i < sizeof graph_entry_points / sizeof graph_entry_points[0]; ++i) {
+      if (strcmp(symbol, graph_entry_points[i].symbol) != 0) continue;
+      if (mode_is("device_no_graphs")) { /* an older driver, or a shim without graphs */
+        *pfn = NULL;
+        if (status != NULL) *status = 1; /* CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND */
+        return FAKE_ERROR_NOT_FOUND;
+      }
+      if (device_mode()) *pfn = graph_entry_points[i].fn;
     }
   }
   if (status != NULL) *status = 0; /* CU_GET_PROC_ADDRESS_SUCCESS */

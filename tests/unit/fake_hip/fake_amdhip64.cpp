@@ -38,6 +38,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gpuplug/support/elf_symbols.hpp"
@@ -57,6 +58,27 @@ struct Allocation {
 struct Function {
   std::string name;
 };
+// One operation a capture recorded. Host pointers are recorded, not their bytes: a replay reads
+// and writes host memory as it is then, as the runtime's memcpy nodes do. A launch keeps a copy
+// of axpy's four arguments (the only kernel this fake runs), as the runtime copies a kernel's
+// arguments when it records the launch.
+struct Node {
+  enum Kind { copy, copy_2d, memset, launch } kind = copy;
+  void* dst = nullptr;
+  const void* src = nullptr;
+  std::size_t bytes = 0, dpitch = 0, spitch = 0, height = 0;  // copy_2d: bytes is the width
+  hipMemcpyKind direction = hipMemcpyHostToDevice;
+  unsigned char value = 0;
+  const void* function = nullptr;
+  unsigned gx = 0, bx = 0;
+  std::uint32_t n = 0;
+  float a = 0;
+  std::uint64_t x = 0, y = 0;
+};
+struct Graph {
+  bool exec;  // a hipGraphExec_t (instantiated) or a hipGraph_t
+  std::vector<Node> nodes;
+};
 struct Module {
   int device;
   std::vector<std::string> kernels;
@@ -75,8 +97,23 @@ struct State {
     int device;
     bool recorded = false;
     std::chrono::steady_clock::time_point at{};
+    // Recorded on a capturing stream: the capture's id, the stream and its recorded operations
+    // then (a wait on the event depends on those); capture_id 0 otherwise.
+    unsigned long long capture_id = 0;
+    hipStream_t capture_stream = nullptr;
+    std::size_t capture_ops = 0;
   };
   std::map<hipEvent_t, Event> events;
+  struct Capture;
+  struct Member {  // a capturing stream: the capture's origin, or a stream forked into it
+    std::shared_ptr<Capture> capture;
+    std::size_t ops = 0;         // operations recorded from this stream
+    std::size_t joined_ops = 0;  // of those, how many another member waited for
+  };
+  std::map<hipStream_t, Member> members;
+  unsigned long long next_capture_id = 1;
+  std::set<void*> graphs;  // live hipGraph_t and hipGraphExec_t (both a Graph)
+  std::size_t graph_launches = 0;  // replays run (not those recorded into a capture)
   std::size_t event_calls = 0;  // every hipEvent* / hipStreamWaitEvent call (for the tests)
   std::set<Module*> modules;
   std::size_t live[kDevices] = {};
@@ -89,6 +126,14 @@ struct State {
   };
   std::map<void*, Pinned> pinned;  // hipHostMalloc'd memory not yet freed
   std::size_t pinned_allocs = 0;
+};
+struct State::Capture {
+  unsigned long long id;  // unique over the process, from 1
+  hipStreamCaptureMode mode;
+  std::thread::id thread;  // that began it
+  hipStream_t origin;
+  bool invalidated = false;
+  std::vector<Node> nodes;
 };
 State& state() {
   static State* s = new State;
@@ -140,9 +185,53 @@ bool stream_ok(hipStream_t s) {
   return it != state().streams.end() && it->second == t_current;
 }
 
+// ---- stream capture (the caller holds the lock) ----
+// Whether work on `stream` runs (nullptr returned, *error hipSuccess), is recorded into the
+// capture of the returned member, or is refused (*error): the null stream would wait for every
+// capturing (blocking) stream (hipErrorStreamCaptureImplicit, invalidating their captures), and
+// a member of an invalidated capture is hipErrorStreamCaptureInvalidated.
+State::Member* capture_gate(hipStream_t stream, hipError_t* error) {
+  *error = hipSuccess;
+  if (stream == nullptr) {
+    if (!state().members.empty()) {
+      for (auto& [s, m] : state().members) m.capture->invalidated = true;
+      *error = hipErrorStreamCaptureImplicit;
+    }
+    return nullptr;
+  }
+  const auto it = state().members.find(stream);
+  if (it == state().members.end()) return nullptr;
+  if (it->second.capture->invalidated) *error = hipErrorStreamCaptureInvalidated;
+  return &it->second;
+}
+void record(State::Member& m, const Node& n) {
+  m.capture->nodes.push_back(n);
+  ++m.ops;
+}
+// A "potentially unsafe" call (hipMalloc, hipFree, ...) while a global capture is active on any
+// thread, or a thread-local one begun by this thread: hipErrorStreamCaptureUnsupported, and those
+// captures are invalidated.
+hipError_t unsafe_call() {
+  hipError_t error = hipSuccess;
+  for (auto& [s, m] : state().members) {
+    State::Capture& c = *m.capture;
+    if (c.mode == hipStreamCaptureModeGlobal ||
+        (c.mode == hipStreamCaptureModeThreadLocal && c.thread == std::this_thread::get_id())) {
+      c.invalidated = true;
+      error = hipErrorStreamCaptureUnsupported;
+    }
+  }
+  return error;
+}
+// Capture `c` ends: its members leave it.
+void end_members(const State::Capture* c) {
+  std::erase_if(state().members, [&](const auto& entry) { return entry.second.capture.get() == c; });
+}
+
 hipError_t allocate(void** ptr, std::size_t size) {
   if (ptr == nullptr) return hipErrorInvalidValue;
   std::lock_guard lock(state().mutex);
+  if (const hipError_t e = unsafe_call(); e != hipSuccess) return e;
   if (size > kDeviceMemory - state().live[t_current]) return hipErrorOutOfMemory;
   void* p = std::calloc(1, size == 0 ? 1 : size);
   state().allocations[p] = {t_current, size};
@@ -175,6 +264,28 @@ const char* hipGetErrorName(hipError_t error) {
       return "hipErrorInvalidHandle";
     case hipErrorNotFound:
       return "hipErrorNotFound";
+    case hipErrorIllegalState:
+      return "hipErrorIllegalState";
+    case hipErrorIllegalAddress:
+      return "hipErrorIllegalAddress";
+    case hipErrorStreamCaptureUnsupported:
+      return "hipErrorStreamCaptureUnsupported";
+    case hipErrorStreamCaptureInvalidated:
+      return "hipErrorStreamCaptureInvalidated";
+    case hipErrorStreamCaptureMerge:
+      return "hipErrorStreamCaptureMerge";
+    case hipErrorStreamCaptureUnmatched:
+      return "hipErrorStreamCaptureUnmatched";
+    case hipErrorStreamCaptureUnjoined:
+      return "hipErrorStreamCaptureUnjoined";
+    case hipErrorStreamCaptureIsolation:
+      return "hipErrorStreamCaptureIsolation";
+    case hipErrorStreamCaptureImplicit:
+      return "hipErrorStreamCaptureImplicit";
+    case hipErrorCapturedEvent:
+      return "hipErrorCapturedEvent";
+    case hipErrorStreamCaptureWrongThread:
+      return "hipErrorStreamCaptureWrongThread";
     default:
       return "hipErrorUnknown";
   }
@@ -248,6 +359,7 @@ hipError_t hipMallocManaged(void** ptr, size_t size, unsigned int flags) {
 hipError_t hipFree(void* ptr) {
   if (ptr == nullptr) return hipSuccess;
   std::lock_guard lock(state().mutex);
+  if (const hipError_t e = unsafe_call(); e != hipSuccess) return e;
   const auto it = state().allocations.find(ptr);
   if (it == state().allocations.end() || it->second.device != t_current)
     return hipErrorInvalidDevicePointer;
@@ -276,16 +388,51 @@ hipError_t hipMemGetAddressRange(hipDeviceptr_t* base, size_t* size, hipDevicept
   return hipSuccess;
 }
 
+namespace {
+// Each kind of work: checked, then done when `run` (the caller holds the lock).
+hipError_t copy_now(const Node& n, bool run) {
+  const bool dst_device = n.direction == hipMemcpyHostToDevice || n.direction == hipMemcpyDeviceToDevice;
+  const bool src_device = n.direction == hipMemcpyDeviceToHost || n.direction == hipMemcpyDeviceToDevice;
+  if ((dst_device && !owned(n.dst, n.bytes)) || (src_device && !owned(n.src, n.bytes)))
+    return hipErrorInvalidValue;
+  if (run) std::memmove(n.dst, n.src, n.bytes);
+  return hipSuccess;
+}
+hipError_t copy_2d_now(const Node& n, bool run);
+hipError_t memset_now(const Node& n, bool run);
+hipError_t launch_now(const Node& n, bool run);
+hipError_t node_now(const Node& n, bool run) {
+  switch (n.kind) {
+    case Node::copy: return copy_now(n, run);
+    case Node::copy_2d: return copy_2d_now(n, run);
+    case Node::memset: return memset_now(n, run);
+    case Node::launch: return launch_now(n, run);
+  }
+  return hipErrorInvalidValue;
+}
+// Work `n` queued on `stream`: done, recorded into the stream's capture after the checks the
+// runtime makes when it records it, or refused.
+hipError_t queue(const Node& n, hipStream_t stream) {
+  if (!stream_ok(stream)) return hipErrorInvalidHandle;
+  hipError_t e = hipSuccess;
+  State::Member* m = capture_gate(stream, &e);
+  if (e != hipSuccess) return e;
+  if (m == nullptr) return node_now(n, true);
+  if ((e = node_now(n, false)) != hipSuccess) return e;
+  record(*m, n);
+  return hipSuccess;
+}
+}  // namespace
+
 hipError_t hipMemcpyAsync(void* dst, const void* src, size_t bytes, hipMemcpyKind kind,
                           hipStream_t stream) {
   std::lock_guard lock(state().mutex);
-  if (!stream_ok(stream)) return hipErrorInvalidHandle;
-  const bool dst_device = kind == hipMemcpyHostToDevice || kind == hipMemcpyDeviceToDevice;
-  const bool src_device = kind == hipMemcpyDeviceToHost || kind == hipMemcpyDeviceToDevice;
-  if ((dst_device && !owned(dst, bytes)) || (src_device && !owned(src, bytes)))
-    return hipErrorInvalidValue;
-  std::memmove(dst, src, bytes);
-  return hipSuccess;
+  Node n;
+  n.dst = dst;
+  n.src = src;
+  n.bytes = bytes;
+  n.direction = kind;
+  return queue(n, stream);
 }
 // As HIP's runtime: width or height 0 copies nothing; a pitch below the width is
 // hipErrorInvalidPitchValue; every row of a device side must lie in an allocation of the current
@@ -300,19 +447,34 @@ hipError_t hipMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t sp
       kind != hipMemcpyDeviceToDevice && kind != hipMemcpyHostToHost)
     return hipErrorInvalidMemcpyDirection;
   if (dst == nullptr || src == nullptr) return hipErrorInvalidValue;
-  const bool dst_device = kind == hipMemcpyHostToDevice || kind == hipMemcpyDeviceToDevice;
-  const bool src_device = kind == hipMemcpyDeviceToHost || kind == hipMemcpyDeviceToDevice;
-  auto* to = static_cast<char*>(dst);
-  const auto* from = static_cast<const char*>(src);
-  for (size_t r = 0; r < height; ++r) {
-    if ((dst_device && !owned(to + r * dpitch, width)) ||
-        (src_device && !owned(from + r * spitch, width)))
+  Node n;
+  n.kind = Node::copy_2d;
+  n.dst = dst;
+  n.src = src;
+  n.bytes = width;
+  n.dpitch = dpitch;
+  n.spitch = spitch;
+  n.height = height;
+  n.direction = kind;
+  return queue(n, stream);
+}
+namespace {
+hipError_t copy_2d_now(const Node& n, bool run) {
+  const bool dst_device = n.direction == hipMemcpyHostToDevice || n.direction == hipMemcpyDeviceToDevice;
+  const bool src_device = n.direction == hipMemcpyDeviceToHost || n.direction == hipMemcpyDeviceToDevice;
+  auto* to = static_cast<char*>(n.dst);
+  const auto* from = static_cast<const char*>(n.src);
+  for (size_t r = 0; r < n.height; ++r) {
+    if ((dst_device && !owned(to + r * n.dpitch, n.bytes)) ||
+        (src_device && !owned(from + r * n.spitch, n.bytes)))
       return hipErrorInvalidValue;
   }
-  for (size_t r = 0; r < height; ++r) std::memmove(to + r * dpitch, from + r * spitch, width);
+  if (!run) return hipSuccess;
+  for (size_t r = 0; r < n.height; ++r) std::memmove(to + r * n.dpitch, from + r * n.spitch, n.bytes);
   ++state().copies_2d;
   return hipSuccess;
 }
+}  // namespace
 hipError_t hipMemcpy(void* dst, const void* src, size_t bytes, hipMemcpyKind kind) {
   return hipMemcpyAsync(dst, src, bytes, kind, nullptr);
 }
@@ -364,11 +526,20 @@ hipError_t hipHostFree(void* ptr) {
 hipError_t hipMemsetD8Async(hipDeviceptr_t dst, unsigned char value, size_t count,
                             hipStream_t stream) {
   std::lock_guard lock(state().mutex);
-  if (!stream_ok(stream)) return hipErrorInvalidHandle;
-  if (!owned(dst, count)) return hipErrorInvalidValue;
-  std::memset(dst, value, count);
+  Node n;
+  n.kind = Node::memset;
+  n.dst = dst;
+  n.bytes = count;
+  n.value = value;
+  return queue(n, stream);
+}
+namespace {
+hipError_t memset_now(const Node& n, bool run) {
+  if (!owned(n.dst, n.bytes)) return hipErrorInvalidValue;
+  if (run) std::memset(n.dst, n.value, n.bytes);
   return hipSuccess;
 }
+}  // namespace
 
 hipError_t hipStreamCreate(hipStream_t* stream) {
   std::lock_guard lock(state().mutex);
@@ -379,13 +550,32 @@ hipError_t hipStreamCreate(hipStream_t* stream) {
 hipError_t hipStreamDestroy(hipStream_t stream) {
   std::lock_guard lock(state().mutex);
   if (stream == nullptr || !stream_ok(stream)) return hipErrorInvalidHandle;
+  // A capturing stream leaves its capture, invalidating it; without its origin it is gone.
+  if (const auto it = state().members.find(stream); it != state().members.end()) {
+    const std::shared_ptr<State::Capture> c = it->second.capture;
+    c->invalidated = true;
+    if (c->origin == stream) {
+      end_members(c.get());
+    } else {
+      state().members.erase(it);
+    }
+  }
   state().streams.erase(stream);
   delete reinterpret_cast<char*>(stream);
   return hipSuccess;
 }
+// A synchronize would wait for work a capture only records: hipErrorStreamCaptureUnsupported,
+// and the capture is invalidated (hipErrorStreamCaptureInvalidated once it is).
 hipError_t hipStreamSynchronize(hipStream_t stream) {
   std::lock_guard lock(state().mutex);
-  return stream_ok(stream) ? hipSuccess : hipErrorInvalidHandle;
+  if (!stream_ok(stream)) return hipErrorInvalidHandle;
+  hipError_t e = hipSuccess;
+  State::Member* m = capture_gate(stream, &e);
+  if (m != nullptr && e == hipSuccess) {
+    m->capture->invalidated = true;
+    e = hipErrorStreamCaptureUnsupported;
+  }
+  return e;
 }
 
 #ifndef GPUPLUG_FAKE_HIP_NO_EVENTS
@@ -413,21 +603,49 @@ hipError_t hipEventDestroy(hipEvent_t event) {
   delete reinterpret_cast<char*>(event);
   return hipSuccess;
 }
+namespace {
+// The member `e` was last recorded on in a capture still active, or null.
+State::Member* capturing_recorder(const State::Event& e) {
+  if (e.capture_id == 0) return nullptr;
+  const auto it = state().members.find(e.capture_stream);
+  return it != state().members.end() && it->second.capture->id == e.capture_id ? &it->second
+                                                                               : nullptr;
+}
+// An event last recorded in an active capture has no completion to wait for or ask about.
+hipError_t event_done(hipEvent_t event) {
+  const State::Event* e = event_of(event);
+  if (e == nullptr) return hipErrorInvalidHandle;
+  return capturing_recorder(*e) != nullptr ? hipErrorCapturedEvent : hipSuccess;
+}
+}  // namespace
+
+// On a capturing stream the record is captured (the event marks the stream's point in the
+// capture, for forks and joins), not done.
 hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
   std::lock_guard lock(state().mutex);
   State::Event* e = event_of(event);
   if (e == nullptr || !stream_ok(stream)) return hipErrorInvalidHandle;
+  hipError_t error = hipSuccess;
+  if (const State::Member* m = capture_gate(stream, &error); error != hipSuccess) {
+    return error;
+  } else if (m != nullptr) {
+    e->capture_id = m->capture->id;
+    e->capture_stream = stream;
+    e->capture_ops = m->ops;
+    return hipSuccess;
+  }
+  e->capture_id = 0;
   e->recorded = true;
   e->at = std::chrono::steady_clock::now();
   return hipSuccess;
 }
 hipError_t hipEventSynchronize(hipEvent_t event) {
   std::lock_guard lock(state().mutex);
-  return event_of(event) != nullptr ? hipSuccess : hipErrorInvalidHandle;
+  return event_done(event);
 }
 hipError_t hipEventQuery(hipEvent_t event) {
   std::lock_guard lock(state().mutex);
-  return event_of(event) != nullptr ? hipSuccess : hipErrorInvalidHandle;
+  return event_done(event);
 }
 hipError_t hipEventElapsedTime(float* ms, hipEvent_t start, hipEvent_t stop) {
   if (ms == nullptr) return hipErrorInvalidValue;
@@ -438,10 +656,34 @@ hipError_t hipEventElapsedTime(float* ms, hipEvent_t start, hipEvent_t stop) {
   *ms = std::chrono::duration<float, std::milli>(b->at - a->at).count();
   return hipSuccess;
 }
+// A wait on an event recorded in an active capture forks a stream that does not capture into
+// it, or (from another member) joins the recorder's work up to the record back; a capturing
+// stream waiting on an event from outside its capture would cross its boundary
+// (hipErrorStreamCaptureIsolation), on one from another capture would merge the two
+// (hipErrorStreamCaptureMerge): both invalidate.
 hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int flags) {
   std::lock_guard lock(state().mutex);
   if (flags != 0) return hipErrorInvalidValue;
-  return event_of(event) != nullptr && stream_ok(stream) ? hipSuccess : hipErrorInvalidHandle;
+  const State::Event* e = event_of(event);
+  if (e == nullptr || !stream_ok(stream)) return hipErrorInvalidHandle;
+  hipError_t error = hipSuccess;
+  State::Member* m = capture_gate(stream, &error);
+  if (error != hipSuccess) return error;
+  State::Member* recorder = capturing_recorder(*e);
+  if (recorder == nullptr) {
+    if (m == nullptr) return hipSuccess;
+    m->capture->invalidated = true;
+    return hipErrorStreamCaptureIsolation;
+  }
+  if (m == nullptr) {
+    state().members[stream] = State::Member{recorder->capture};
+  } else if (m->capture != recorder->capture) {
+    m->capture->invalidated = recorder->capture->invalidated = true;
+    return hipErrorStreamCaptureMerge;
+  } else if (recorder != m && e->capture_ops > recorder->joined_ops) {
+    recorder->joined_ops = e->capture_ops;
+  }
+  return hipSuccess;
 }
 #endif
 
@@ -564,17 +806,158 @@ hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gx, unsigned int 
   if (f == nullptr || extra != nullptr) return hipErrorInvalidValue;
   if (gx * gy * gz == 0 || bx * by * bz == 0 || bx * by * bz > 1024 || shared > 65536)
     return hipErrorInvalidConfiguration;
-  const auto& fn = *reinterpret_cast<const Function*>(f);
-  if (fn.name == "axpy") {  // y = a*x + y over the whole grid
-    const std::uint32_t n = *static_cast<std::uint32_t*>(params[0]);
-    const float a = *static_cast<float*>(params[1]);
-    auto* x = reinterpret_cast<const float*>(*static_cast<std::uint64_t*>(params[2]));
-    auto* y = reinterpret_cast<float*>(*static_cast<std::uint64_t*>(params[3]));
-    if (std::uint64_t{gx} * bx < n || !owned(x, n * 4ull) || !owned(y, n * 4ull))
-      return hipErrorInvalidValue;
-    for (std::uint32_t i = 0; i < n; ++i) y[i] = a * x[i] + y[i];
+  Node node;
+  node.kind = Node::launch;
+  node.function = f;
+  node.gx = gx;
+  node.bx = bx;
+  if (reinterpret_cast<const Function*>(f)->name == "axpy") {  // its arguments, copied
+    node.n = *static_cast<std::uint32_t*>(params[0]);
+    node.a = *static_cast<float*>(params[1]);
+    node.x = *static_cast<std::uint64_t*>(params[2]);
+    node.y = *static_cast<std::uint64_t*>(params[3]);
   }
+  return queue(node, stream);
+}
+namespace {
+hipError_t launch_now(const Node& node, bool run) {
+  const auto& fn = *reinterpret_cast<const Function*>(node.function);
+  if (fn.name != "axpy") return hipSuccess;  // y = a*x + y over the whole grid
+  auto* x = reinterpret_cast<const float*>(node.x);
+  auto* y = reinterpret_cast<float*>(node.y);
+  if (std::uint64_t{node.gx} * node.bx < node.n || !owned(x, node.n * 4ull) ||
+      !owned(y, node.n * 4ull))
+    return hipErrorInvalidValue;
+  if (run)
+    for (std::uint32_t i = 0; i < node.n; ++i) y[i] = node.a * x[i] + y[i];
   return hipSuccess;
+}
+}  // namespace
+
+#ifndef GPUPLUG_FAKE_HIP_NO_GRAPHS
+// ---- capture and graphs ----
+// A capture is begun on one stream (its origin) and holds the nodes recorded from its members:
+// the origin and every stream forked into it. End-capture is hipErrorStreamCaptureUnjoined when
+// a forked member has work no other member waited for. A hipGraph_t and a hipGraphExec_t are
+// both a Graph with its own copy of the nodes; a replay runs them in recording order.
+hipError_t hipStreamBeginCapture(hipStream_t stream, hipStreamCaptureMode mode) {
+  std::lock_guard lock(state().mutex);
+  if (mode < hipStreamCaptureModeGlobal || mode > hipStreamCaptureModeRelaxed)
+    return hipErrorInvalidValue;
+  if (stream == nullptr) return hipErrorStreamCaptureUnsupported;  // the null stream
+  if (!stream_ok(stream)) return hipErrorInvalidHandle;
+  if (state().members.contains(stream)) return hipErrorIllegalState;
+  auto c = std::make_shared<State::Capture>(
+      State::Capture{state().next_capture_id++, mode, std::this_thread::get_id(), stream});
+  state().members[stream] = State::Member{std::move(c)};
+  return hipSuccess;
+}
+// Only on the origin (hipErrorStreamCaptureUnmatched), from the thread that began it unless
+// relaxed (hipErrorStreamCaptureWrongThread); both leave the capture going. Otherwise it ends.
+hipError_t hipStreamEndCapture(hipStream_t stream, hipGraph_t* graph) {
+  if (graph == nullptr) return hipErrorInvalidValue;
+  *graph = nullptr;
+  std::lock_guard lock(state().mutex);
+  if (!stream_ok(stream)) return hipErrorInvalidHandle;
+  const auto it = state().members.find(stream);
+  if (it == state().members.end()) return hipErrorIllegalState;
+  const std::shared_ptr<State::Capture> c = it->second.capture;
+  if (c->origin != stream) return hipErrorStreamCaptureUnmatched;
+  if (c->mode != hipStreamCaptureModeRelaxed && c->thread != std::this_thread::get_id())
+    return hipErrorStreamCaptureWrongThread;
+  hipError_t e = c->invalidated ? hipErrorStreamCaptureInvalidated : hipSuccess;
+  for (const auto& [s, m] : state().members)
+    if (e == hipSuccess && m.capture == c && s != c->origin && m.ops > m.joined_ops)
+      e = hipErrorStreamCaptureUnjoined;
+  end_members(c.get());
+  if (e != hipSuccess) return e;
+  auto* g = new Graph{false, std::move(c->nodes)};
+  state().graphs.insert(g);
+  *graph = reinterpret_cast<hipGraph_t>(g);
+  return hipSuccess;
+}
+namespace {
+// The capture status of `stream` (the caller holds the lock); the null stream while a stream
+// captures is hipErrorStreamCaptureImplicit, without invalidating.
+hipError_t capture_status(hipStream_t stream, hipStreamCaptureStatus* status,
+                          unsigned long long* id) {
+  if (status == nullptr) return hipErrorInvalidValue;
+  if (stream == nullptr && !state().members.empty()) return hipErrorStreamCaptureImplicit;
+  if (!stream_ok(stream)) return hipErrorInvalidHandle;
+  const auto it = state().members.find(stream);
+  *status = it == state().members.end()          ? hipStreamCaptureStatusNone
+            : it->second.capture->invalidated ? hipStreamCaptureStatusInvalidated
+                                              : hipStreamCaptureStatusActive;
+  if (id != nullptr && it != state().members.end()) *id = it->second.capture->id;
+  return hipSuccess;
+}
+Graph* graph_of(const void* g, bool exec) {
+  const auto it = state().graphs.find(const_cast<void*>(g));
+  if (it == state().graphs.end()) return nullptr;
+  auto* graph = static_cast<Graph*>(*it);
+  return graph->exec == exec ? graph : nullptr;
+}
+hipError_t destroy_graph(const void* g, bool exec) {
+  std::lock_guard lock(state().mutex);
+  Graph* graph = graph_of(g, exec);
+  if (graph == nullptr) return hipErrorInvalidValue;
+  state().graphs.erase(graph);
+  delete graph;
+  return hipSuccess;
+}
+}  // namespace
+hipError_t hipStreamIsCapturing(hipStream_t stream, hipStreamCaptureStatus* status) {
+  std::lock_guard lock(state().mutex);
+  return capture_status(stream, status, nullptr);
+}
+hipError_t hipStreamGetCaptureInfo(hipStream_t stream, hipStreamCaptureStatus* status,
+                                   unsigned long long* id) {
+  std::lock_guard lock(state().mutex);
+  return capture_status(stream, status, id);
+}
+hipError_t hipGraphInstantiateWithFlags(hipGraphExec_t* exec, hipGraph_t graph,
+                                        unsigned long long flags) {
+  if (exec == nullptr || flags != 0) return hipErrorInvalidValue;
+  std::lock_guard lock(state().mutex);
+  const Graph* g = graph_of(graph, false);
+  if (g == nullptr) return hipErrorInvalidValue;
+  auto* made = new Graph{true, g->nodes};
+  state().graphs.insert(made);
+  *exec = reinterpret_cast<hipGraphExec_t>(made);
+  return hipSuccess;
+}
+hipError_t hipGraphDestroy(hipGraph_t graph) { return destroy_graph(graph, false); }
+hipError_t hipGraphExecDestroy(hipGraphExec_t exec) { return destroy_graph(exec, true); }
+// The nodes run in order (a replay: counted), or are recorded into the stream's capture. A node
+// whose memory has gone since the capture is hipErrorIllegalAddress, as a real replay's fault.
+hipError_t hipGraphLaunch(hipGraphExec_t exec, hipStream_t stream) {
+  std::lock_guard lock(state().mutex);
+  const Graph* g = graph_of(exec, true);
+  if (g == nullptr) return hipErrorInvalidValue;
+  if (!stream_ok(stream)) return hipErrorInvalidHandle;
+  hipError_t e = hipSuccess;
+  State::Member* m = capture_gate(stream, &e);
+  if (e != hipSuccess) return e;
+  for (const Node& n : g->nodes) {
+    if (m != nullptr) {
+      record(*m, n);
+    } else if (node_now(n, true) != hipSuccess) {
+      return hipErrorIllegalAddress;
+    }
+  }
+  if (m == nullptr) ++state().graph_launches;
+  return hipSuccess;
+}
+#endif
+
+// For the tests (dlsym): replays run, and live graphs (hipGraph_t and hipGraphExec_t).
+extern "C" __attribute__((visibility("default"))) std::size_t gpuplug_fake_hip_graph_launches() {
+  std::lock_guard lock(state().mutex);
+  return state().graph_launches;
+}
+extern "C" __attribute__((visibility("default"))) std::size_t gpuplug_fake_hip_live_graphs() {
+  std::lock_guard lock(state().mutex);
+  return state().graphs.size();
 }
 
 // For the tests (dlsym): peer copies made, pinned buffers ever allocated and still live.

@@ -10,7 +10,9 @@
 //            XNACK warning, pointers the ledger does not know and the sweep at destroy;
 //   too_old: a runtime without hipModuleGetGlobal, reported as "driver too old";
 //   no_events: full without the event entry points (hipEvent*, hipStreamWaitEvent): the plugin
-//            loads and works, and reports events unsupported naming the missing one.
+//            loads and works, and reports events unsupported naming the missing one;
+//   no_graphs: full without the graph entry points (hipStreamBeginCapture, hipGraph*, ...): the
+//            plugin loads and works, and reports graphs unsupported naming the missing one.
 
 #define BOOST_TEST_MODULE test_hip_fake_runtime
 #include <dlfcn.h>
@@ -25,8 +27,9 @@
 
 #include <gpuplug/gpuplug.hpp>
 
-#include "../plugin_table_harness.hpp"
+#include "../gpu_graph_cases.hpp"
 #include "../memory_cases.hpp"
+#include "../plugin_table_harness.hpp"
 
 using namespace gpuplug::test;  // NOLINT(google-build-using-namespace): the harness is the test's
 
@@ -67,8 +70,9 @@ BOOST_AUTO_TEST_CASE(the_fake_runtime_is_the_one_probed) {
     BOOST_TEST(contains(error, "hipModuleGetGlobal"), error);
     return;
   }
-  BOOST_TEST_REQUIRE((scenario() == "full" || scenario() == "no_events"),
-                     "set GPUPLUG_TEST_FAKE_HIP to full, too_old or no_events");
+  BOOST_TEST_REQUIRE((scenario() == "full" || scenario() == "no_events" ||
+                      scenario() == "no_graphs"),
+                     "set GPUPLUG_TEST_FAKE_HIP to full, too_old, no_events or no_graphs");
   BOOST_TEST(r.reason == GPUPLUG_PROBE_AVAILABLE);
   BOOST_TEST(r.device_count == 2u);
   BOOST_TEST(contains(message, "HIP runtime 6.0 (libamdhip64.so), 2 devices"), message);
@@ -436,6 +440,38 @@ BOOST_AUTO_TEST_CASE(a_runtime_without_events_still_loads_and_says_so) {
   dev.ok(dev.t.memset_d8(dev.inst, buf, 1, 64, 0), "memset_d8");
   dev.ok(dev.t.synchronize(dev.inst), "synchronize");
   dev.ok(dev.t.free(dev.inst, buf), "free");
+}
+
+// ABI 1.3 graphs: the fake runtime records captures and replays them (tests/unit/
+// gpu_graph_cases.hpp, shared with the CUDA plugin's test).
+namespace {
+GraphVendor hip_vendor() {
+  BOOST_TEST_REQUIRE(probe().reason == GPUPLUG_PROBE_AVAILABLE);  // the plugin has loaded the fake
+  void* fake = dlopen("libamdhip64.so", RTLD_NOW | RTLD_NOLOAD);
+  BOOST_TEST_REQUIRE(fake != nullptr);
+  const auto replays =
+      reinterpret_cast<std::size_t (*)()>(dlsym(fake, "gpuplug_fake_hip_graph_launches"));
+  const auto graphs =
+      reinterpret_cast<std::size_t (*)()>(dlsym(fake, "gpuplug_fake_hip_live_graphs"));
+  BOOST_TEST_REQUIRE((replays != nullptr && graphs != nullptr));
+  return GraphVendor{"hipErrorStreamCaptureUnsupported", "hipErrorStreamCaptureInvalidated",
+                     [replays] { return static_cast<long long>(replays()); },
+                     [graphs] { return static_cast<long long>(graphs()); }};
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(synchronize_during_capture_invalidates_and_abort_recovers, *full_fake()) {
+  check_synchronize_invalidates_and_abort_recovers(hip_vendor());
+}
+BOOST_AUTO_TEST_CASE(graph_replays_are_counted_and_uploads_staged, *full_fake()) {
+  check_replays_are_counted_and_uploads_staged(hip_vendor());
+}
+BOOST_AUTO_TEST_CASE(a_global_capture_refuses_alloc, *full_fake()) {
+  check_global_capture_refuses_alloc(hip_vendor());
+}
+BOOST_AUTO_TEST_CASE(a_runtime_without_graphs_still_loads_and_says_so) {
+  if (scenario() != "no_graphs") return;
+  check_graphs_unsupported_without_the_symbols("hipStreamBeginCapture");
 }
 
 // Memory you can see (issue 18) through the core on the fake's first device: the same cases as
