@@ -533,7 +533,7 @@ typedef struct gpuplug_plugin_v1 {
    * else 0. */
   gpuplug_status_t (*stream_is_capturing)(gpuplug_instance_t inst, uint64_t stream,
                                           int32_t* capturing);
-  /* ---- ABI 1.3: stream flags (docs/architecture.md, "Streams"). */
+  /* ---- ABI 1.3: stream flags (docs/plugin-authors.md, "Stream flags"). */
 #define GPUPLUG_STREAM_BLOCKING 0u     /* ordered with stream 0, as stream_create's streams are */
 #define GPUPLUG_STREAM_NON_BLOCKING 1u /* work on stream 0 neither waits for it nor is waited for */
   /* A new stream with `flags` (one of GPUPLUG_STREAM_*; any other value is INVALID_ARGUMENT

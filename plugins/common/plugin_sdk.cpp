@@ -341,6 +341,7 @@ gpuplug_status_t slot_sweep_unreleased(gpuplug_instance_t inst,
       c.live_count = r.count;
       c.live_managed_bytes = r.managed_bytes;
       c.live_pinned_bytes = r.pinned_bytes;
+      c.arena_bytes = r.arena_bytes;
       c.total_frees = r.count - r.failed;
       fill_stats(*swept, c);
     }

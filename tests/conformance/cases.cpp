@@ -252,7 +252,7 @@ std::span<const Case> all_cases() {
          {detail::memory_cases, detail::stream_cases, detail::module_cases, detail::opcache_cases,
           detail::concurrency_cases, detail::differential_cases, detail::lifecycle_cases,
           detail::event_cases, detail::peer_cases, detail::pinned_cases, detail::skew_cases,
-          detail::pitched_cases, detail::graph_cases}) {
+          detail::pitched_cases, detail::graph_cases, detail::arena_cases}) {
       const auto list = area();
       all.insert(all.end(), list.begin(), list.end());
     }

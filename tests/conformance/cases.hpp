@@ -79,6 +79,7 @@ std::span<const Case> event_cases();
 std::span<const Case> stream_cases();  // stream order without timing, launch-argument lifetime
 std::span<const Case> peer_cases();    // copy_peer and copy_peer_async (issue 19)
 std::span<const Case> pinned_cases();  // mapped host memory and host_address (ABI 1.3)
+std::span<const Case> arena_cases();   // arenas and stream flags (ABI 1.3)
 std::span<const Case> graph_cases();  // capture and replay (ABI 1.3, docs/graphs.md)
 std::span<const Case> skew_cases();  // the "ABI skew" group (docs/architecture.md, ABI-1 ...)
 std::span<const Case> pitched_cases();  // the pitched 2D copies (ABI 1.3)

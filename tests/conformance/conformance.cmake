@@ -19,6 +19,7 @@ add_library(gpuplug_conformance SHARED
   ${_conf}/stream_cases.cpp
   ${_conf}/peer_cases.cpp
   ${_conf}/pinned_cases.cpp
+  ${_conf}/arena_cases.cpp
   ${_conf}/graph_cases.cpp
   ${_conf}/skew_cases.cpp
   ${_conf}/pitched_cases.cpp)

@@ -263,7 +263,7 @@ void default_stream_waits_for_other_streams(Context& ctx) {
   require_gate(gpu);
   DeviceBuffer dst(gpu, kBytes);
   gpu.memset(dst.ptr(), 0, kBytes);
-  const Stream a = gpu.create_stream();
+  const Stream a = gpu.create_stream(StreamFlags::blocking);  // ordered with the default stream
   behind_gate(gpu, a, dst.ptr(), [&] { gpu.memset(dst.ptr(), 0x44, kBytes, Stream{}); });
   gpu.destroy_stream(a);
   const auto out = dst.download<std::uint8_t>(kBytes);
@@ -281,7 +281,7 @@ void sync_copy_waits_for_queued_work(Context& ctx) {
   DeviceBuffer dst(gpu, kBytes);
   gpu.memset(dst.ptr(), 0, kBytes);
   std::vector<std::uint8_t> seen(kBytes, 0);
-  const Stream a = gpu.create_stream();
+  const Stream a = gpu.create_stream(StreamFlags::blocking);  // ordered with the default stream
   // copy_d2h blocks until the gate is released (after the grace) when it is right.
   behind_gate(gpu, a, dst.ptr(), [&] { gpu.copy_d2h(seen.data(), dst.ptr(), kBytes); });
   gpu.destroy_stream(a);

@@ -601,3 +601,48 @@ BOOST_AUTO_TEST_CASE(pinned_entries_count_apart_from_the_device_budget) {
   BOOST_TEST(l.counters().live_pinned_bytes == 0u);
   BOOST_TEST(v.live.empty());
 }
+
+BOOST_AUTO_TEST_CASE(arenas_count_apart_from_live_bytes_and_are_named_when_swept) {
+  // Arenas (ABI 1.3): in live_count and arena_bytes, never in live_bytes, the peak or a site's
+  // bytes, but against device_memory_limit; freed only through release_arena; a sweep names each.
+  std::vector<std::string> logged;
+  AllocationLedger l("test:0", std::uint64_t{1000},
+                     [&](gpuplug_log_level_t, std::string_view m) { logged.emplace_back(m); });
+  FakeVendor v;
+  const auto a = alloc(l, v, 700, gpuplug::sdk::alloc_kind_arena, "weights");
+  auto c = l.counters();
+  BOOST_TEST(c.live_count == 1u);
+  BOOST_TEST(c.live_bytes == 0u);
+  BOOST_TEST(c.peak_bytes == 0u);
+  BOOST_TEST(c.arena_bytes == 700u);
+  BOOST_TEST(l.live_device_bytes() == 700u);
+  // The limit counts it: 400 more device bytes do not fit, 300 do.
+  BOOST_TEST(expect_failure([&] { (void)alloc(l, v, 400); }).status() ==
+             GPUPLUG_STATUS_OUT_OF_MEMORY);
+  const auto d = alloc(l, v, 300);
+  BOOST_TEST(l.report(5).find("in arenas") != std::string::npos, l.report(5));
+  // Each free refuses the other's memory, naming the one to use; nothing changes.
+  const Failure by_free = expect_failure([&] { (void)l.release_kind(a); });
+  BOOST_TEST(std::string(by_free.what()).find("free_arena") != std::string::npos, by_free.what());
+  const Failure by_arena = expect_failure([&] { l.release_arena(d); });
+  BOOST_TEST(std::string(by_arena.what()).find("not alloc_arena") != std::string::npos,
+             by_arena.what());
+  BOOST_TEST(l.counters().arena_bytes == 700u);
+  l.release_arena(a);
+  v.free(a);
+  BOOST_TEST(l.counters().arena_bytes == 0u);
+  BOOST_TEST(l.live_device_bytes() == 300u);
+  // A leaked arena is named by its site in the sweep's warning.
+  (void)alloc(l, v, 200, gpuplug::sdk::alloc_kind_arena, "embeddings");
+  const auto swept = l.sweep([&](std::uint64_t ptr, gpuplug_alloc_kind_t) { v.free(ptr); });
+  BOOST_TEST(swept.count == 2u);
+  BOOST_TEST(swept.bytes == 300u);
+  BOOST_TEST(swept.arena_bytes == 200u);
+  BOOST_TEST_REQUIRE(swept.arenas.size() == 1u);
+  BOOST_TEST(swept.arenas[0].site == "embeddings");
+  BOOST_TEST_REQUIRE(logged.size() == 1u);
+  BOOST_TEST(logged[0].find("arenas never freed with free_arena: embeddings") != std::string::npos,
+             logged[0]);
+  BOOST_TEST(l.counters().arena_bytes == 0u);
+  BOOST_TEST(v.live.empty());
+}

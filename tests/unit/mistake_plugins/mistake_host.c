@@ -388,6 +388,8 @@ GPUPLUG_PLUGIN_EXPORT const gpuplug_plugin_v1* gpuplug_plugin_entry(uint32_t hos
   table.create = mistake_create;
   table.destroy = mistake_destroy;
   table.stream_create = mistake_stream_create;
+  /* Without it the core makes every stream through stream_create, which this plugin tracks. */
+  if (table.struct_size >= GPUPLUG_PLUGIN_V1_3_SIZE) table.stream_create_with_flags = NULL;
   table.stream_destroy = mistake_stream_destroy;
   table.stream_synchronize = mistake_stream_synchronize;
   table.synchronize = mistake_synchronize;
