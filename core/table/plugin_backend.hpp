@@ -110,11 +110,11 @@ class PluginBackend final : public GpuBackend {
   DevicePtr import_memory(void* native, std::size_t bytes, std::function<void()> on_release,
                           std::string_view site) override;
   Stream import_stream(void* native_stream) override;
-  // Mapped host memory and host addresses (plugin_backend_mapped.cpp): the ABI 1.3 slots or their
-  // defaults.
   // Arenas (plugin_backend_memory.cpp): the plugin's 1.3 slots, or unsupported.
   DevicePtr alloc_arena(std::size_t bytes, const char* site) override;
   void free_arena(DevicePtr p) override;
+  // Mapped host memory and host addresses (plugin_backend_mapped.cpp): the ABI 1.3 slots or their
+  // defaults.
   void* alloc_host_pinned(std::size_t bytes, const char* site) override;
   void free_host_pinned(void* p) override;
   DevicePtr host_ptr_to_device(const void* p) override;
