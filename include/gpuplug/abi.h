@@ -26,8 +26,8 @@
  *    follow the same rule through its struct_size. The numbered compatibility
  *    rules (ABI-1 ...) are in docs/architecture.md.
  *  - Device pointers, functions and streams are opaque 64-bit values; 0 is null
- *    (stream 0 is the backend's default stream, ordered with every other stream
- *    the way CUDA's legacy default stream is).
+ *    (stream 0 is the backend's default stream, ordered with every blocking stream
+ *    the way CUDA's legacy default stream is; see GPUPLUG_STREAM_NON_BLOCKING).
  *  - Thread-safety: every slot may be called concurrently from many threads on
  *    the same instance, except `destroy`, which must be the last call on it.
  */
@@ -76,8 +76,8 @@ typedef int32_t gpuplug_status_t;
 #define GPUPLUG_STATUS_DEVICE_ERROR 8     /* any other vendor runtime error */
 #define GPUPLUG_STATUS_INTERNAL 9         /* a bug or an exception caught at the edge */
 /* ABI 1.3: a stream capture was invalidated (an operation a capture cannot record: a synchronize
- * of the capturing stream or of the device, work on stream 0, an unsafe call of the capture's
- * mode); the capture stays poisoned until stream_abort_capture. CUDA's status 901. */
+ * of the capturing stream or of the device, work on stream 0 while a blocking stream captures,
+ * an unsafe call of the capture's mode); the capture stays poisoned until stream_abort_capture. CUDA's status 901. */
 #define GPUPLUG_STATUS_CAPTURE_INVALIDATED 10
 
 /* ---- probe -------------------------------------------------------------- */
@@ -498,8 +498,9 @@ typedef struct gpuplug_plugin_v1 {
    * wait) is recorded, not run. A stream that waits on an event recorded on a capturing stream
    * joins that capture (a fork); the origin joins it back by waiting on an event recorded on the
    * forked stream after its work. A capture is invalidated (CAPTURE_INVALIDATED) by what it
-   * cannot record: a synchronize of a capturing stream or of the device, work on stream 0 (the
-   * legacy default stream would wait for the capturing stream), a wait on an event recorded
+   * cannot record: a synchronize of a capturing stream or of the device, work on stream 0 while
+   * a blocking stream is part of the capture (the legacy default stream would wait for it; a
+   * non-blocking one it does not wait for), a wait on an event recorded
    * outside the capture, and the unsafe calls of its mode (GPUPLUG_CAPTURE_MODE_*). An
    * invalidated capture is poisoned: every later operation on its streams fails the same way
    * until stream_abort_capture, and stream_end_capture fails. Streams not capturing are not

@@ -158,7 +158,8 @@ class GpuBackend {
   /// recorded, not run. Error(invalid_argument) when it already captures.
   virtual void begin_capture(Stream stream, CaptureMode mode = CaptureMode::relaxed);
   /// Ends the capture and returns the instantiated, replayable graph. Error(capture_invalidated)
-  /// when the capture was invalidated (synchronize during it, work on stream 0, ...) or a forked
+  /// when the capture was invalidated (synchronize during it, work on stream 0 beside a blocking
+  /// capturing stream, ...) or a forked
   /// stream was not joined back; the capture is then discarded.
   virtual Graph end_capture(Stream stream);
   /// Queues a replay of `graph` on `stream` (any stream of this backend, any number of times).

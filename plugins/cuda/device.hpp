@@ -134,6 +134,7 @@ class CudaDevice final : public sdk::Device {
 
   // streams
   std::uint64_t vendor_stream_create() override;
+  std::uint64_t vendor_stream_create_flags(std::uint32_t flags) override;
   void vendor_stream_destroy(std::uint64_t stream) override;
   void vendor_stream_synchronize(std::uint64_t stream) override;
   void vendor_synchronize() override;

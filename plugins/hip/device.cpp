@@ -244,10 +244,21 @@ void HipDevice::vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::uin
 
 // ---- streams ---------------------------------------------------------------------------------
 
+// The ABI's stream flags are HIP's, value for value.
+static_assert(GPUPLUG_STREAM_BLOCKING == hipStreamDefault);
+static_assert(GPUPLUG_STREAM_NON_BLOCKING == hipStreamNonBlocking);
+
 std::uint64_t HipDevice::vendor_stream_create() {
   make_current();
   hipStream_t stream = nullptr;
   check(hip_.stream_create(&stream), "hipStreamCreate");
+  return reinterpret_cast<std::uint64_t>(stream);
+}
+
+std::uint64_t HipDevice::vendor_stream_create_flags(std::uint32_t flags) {
+  make_current();
+  hipStream_t stream = nullptr;
+  check(hip_.stream_create_with_flags(&stream, flags), "hipStreamCreateWithFlags");
   return reinterpret_cast<std::uint64_t>(stream);
 }
 

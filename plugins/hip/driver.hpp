@@ -46,6 +46,7 @@ namespace gpuplug::hip {
   X(memcpy_async, hipMemcpyAsync)                    \
   X(memset_d8_async, hipMemsetD8Async)               \
   X(stream_create, hipStreamCreate)                  \
+  X(stream_create_with_flags, hipStreamCreateWithFlags) \
   X(stream_destroy, hipStreamDestroy)                \
   X(stream_synchronize, hipStreamSynchronize)        \
   X(module_load_data, hipModuleLoadData)             \

@@ -2,6 +2,7 @@
 // Captures: the host backend's stream captures, their invalidation, and the live graphs.
 #include "capture.hpp"
 
+#include <algorithm>
 #include <exception>
 #include <string>
 #include <utility>
@@ -22,7 +23,7 @@ const char* mode_name(std::int32_t mode) noexcept {
 }
 }  // namespace
 
-void Captures::begin(std::uint64_t stream, std::int32_t mode) {
+void Captures::begin(std::uint64_t stream, std::int32_t mode, bool blocking) {
   std::lock_guard lock(mutex_);
   if (const auto it = by_stream_.find(stream); it != by_stream_.end()) {
     sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
@@ -37,6 +38,7 @@ void Captures::begin(std::uint64_t stream, std::int32_t mode) {
   c->mode = mode;
   c->thread = std::this_thread::get_id();
   c->members.insert(stream);
+  if (blocking) c->blocking.insert(stream);
   by_stream_.emplace(stream, std::move(c));
   active_.store(by_stream_.size(), std::memory_order_relaxed);
 }
@@ -109,14 +111,18 @@ void Captures::poison_current(Capture& c) noexcept {
 
 Captures::Capture* Captures::capture_for_work(std::uint64_t stream, const char* op) {
   if (stream == 0) {
-    if (by_stream_.empty()) return nullptr;
+    // Only a blocking capturing stream is ordered with the legacy default stream.
+    const auto waited = std::find_if(by_stream_.begin(), by_stream_.end(), [](const auto& m) {
+      return m.second->blocking.contains(m.first);
+    });
+    if (waited == by_stream_.end()) return nullptr;
     const std::string why =
-        std::string(op) + ": work on the default stream 0 while " +
-        stream_name(by_stream_.begin()->second->origin) +
-        " captures (the legacy default stream would wait for the capturing stream); the "
-        "capture is invalidated";
+        std::string(op) + ": work on the default stream 0 while blocking " +
+        stream_name(waited->first) +
+        " captures (the legacy default stream would wait for it; capture on a non-blocking "
+        "stream to allow this); the capture is invalidated";
     for (auto& [member, c] : by_stream_)
-      if (c->poisoned.empty()) c->poisoned = why;
+      if (!c->blocking.empty() && c->poisoned.empty()) c->poisoned = why;
     sdk::fail(GPUPLUG_STATUS_CAPTURE_INVALIDATED, why);
   }
   const auto it = by_stream_.find(stream);
@@ -191,7 +197,7 @@ bool Captures::record_event(std::uint64_t event, std::uint64_t stream) {
   return true;
 }
 
-bool Captures::wait_event(std::uint64_t stream, std::uint64_t event) {
+bool Captures::wait_event(std::uint64_t stream, std::uint64_t event, bool blocking) {
   std::lock_guard lock(mutex_);
   std::shared_ptr<Capture> recorded_in;
   std::uint64_t recorded_on = 0;
@@ -217,6 +223,7 @@ bool Captures::wait_event(std::uint64_t stream, std::uint64_t event) {
                 "stream_wait_event: the capture of " + stream_name(recorded_in->origin) +
                     " was invalidated (" + recorded_in->poisoned + ")");
     recorded_in->members.insert(stream);
+    if (blocking) recorded_in->blocking.insert(stream);
     recorded_in->unjoined.insert(stream);
     by_stream_.emplace(stream, recorded_in);
     active_.store(by_stream_.size(), std::memory_order_relaxed);
@@ -248,6 +255,7 @@ void Captures::forget_stream(std::uint64_t stream) noexcept {
     c->poisoned = "?";
   }
   c->members.erase(stream);
+  c->blocking.erase(stream);
   c->unjoined.erase(stream);
   by_stream_.erase(it);
   active_.store(by_stream_.size(), std::memory_order_relaxed);

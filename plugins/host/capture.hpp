@@ -59,7 +59,10 @@ class Captures {
  public:
   bool any() const noexcept { return active_.load(std::memory_order_relaxed) != 0; }
 
-  void begin(std::uint64_t stream, std::int32_t mode);
+  /// `blocking`: the stream is ordered with stream 0 (Executor::blocks_with_default), so that
+  /// work on stream 0 would wait for the capture and invalidates it; a capture of non-blocking
+  /// streams only is not affected by stream 0.
+  void begin(std::uint64_t stream, std::int32_t mode, bool blocking);
   /// Ends the capture `stream` began; the graph's value (never 0), or CAPTURE_INVALIDATED.
   std::uint64_t end(std::uint64_t stream);
   /// Discards the capture `stream` is part of (its origin's); nothing when none.
@@ -68,7 +71,8 @@ class Captures {
 
   /// Where work queued on `stream` goes while any() is true: false to run it now; true when it
   /// was recorded into the stream's capture (`op` is then moved from). Work on stream 0
-  /// invalidates every active capture and fails; so does any work on a poisoned capture.
+  /// invalidates every active capture with a blocking member and fails; so does any work on a
+  /// poisoned capture.
   /// `make` builds the operation (only called when the stream captures; it may throw, e.g. the
   /// launch of a kernel without `<func>_args`, which then poisons the capture).
   template <class Make>
@@ -103,7 +107,8 @@ class Captures {
   /// origin waiting on an event of a fork joins the fork back); true when handled here. A
   /// capturing stream waiting on an event recorded outside its capture fails (it would cross the
   /// capture's boundary) and poisons the capture.
-  bool wait_event(std::uint64_t stream, std::uint64_t event);
+  /// `blocking` is the waiting stream's, as for begin.
+  bool wait_event(std::uint64_t stream, std::uint64_t event, bool blocking);
   /// The stream goes: a capture it began is discarded; a capture it joined is poisoned.
   void forget_stream(std::uint64_t stream) noexcept;
 
@@ -119,11 +124,12 @@ class Captures {
     std::string poisoned;                // why it was invalidated; "" while valid
     std::vector<CapturedOp> ops;
     std::set<std::uint64_t> members;     // origin and forks
+    std::set<std::uint64_t> blocking;    // the members ordered with stream 0
     std::set<std::uint64_t> unjoined;    // forks not joined back yet
     std::map<std::uint64_t, std::uint64_t> events;  // event recorded in it -> its stream
   };
   /// The capture `stream` is part of (null: none; then work runs), or the failure (stream 0
-  /// while captures are active, a poisoned capture). Caller holds mutex_.
+  /// while a capture with a blocking member is active, a poisoned capture). Caller holds mutex_.
   Capture* capture_for_work(std::uint64_t stream, const char* op);
   [[noreturn]] void poison_and_fail(Capture& c, std::string why);
   void poison_current(Capture& c) noexcept;  // the exception in flight poisons `c`

@@ -137,7 +137,10 @@ std::uint64_t HostDevice::vendor_alloc_managed(std::uint64_t bytes) {
   return host_alloc(bytes, "managed allocation");
 }
 
+// free first waits for every stream's queued work, as cuMemFree and hipFree synchronize the
+// device: memory freed while a queued copy or memset still names it is never touched afterwards.
 void HostDevice::vendor_free(std::uint64_t ptr, gpuplug_alloc_kind_t /*kind*/) {
+  executor_.wait_all();
   std::free(as_ptr(ptr));
   if (captures_.any()) [[unlikely]]
     captures_.check_unsafe_call("free");
@@ -303,6 +306,9 @@ void HostDevice::vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::ui
 }
 
 std::uint64_t HostDevice::vendor_stream_create() { return executor_.create_stream(); }
+std::uint64_t HostDevice::vendor_stream_create_flags(std::uint32_t flags) {
+  return executor_.create_stream(flags != GPUPLUG_STREAM_NON_BLOCKING);
+}
 
 void HostDevice::vendor_stream_destroy(std::uint64_t stream) {
   if (captures_.any()) [[unlikely]]
@@ -352,7 +358,8 @@ void HostDevice::vendor_event_record(std::uint64_t event, std::uint64_t stream) 
   executor_.record_event(event, stream);
 }
 void HostDevice::vendor_stream_wait_event(std::uint64_t stream, std::uint64_t event) {
-  if (captures_.any() && captures_.wait_event(stream, event)) [[unlikely]]
+  if (captures_.any() &&
+      captures_.wait_event(stream, event, executor_.blocks_with_default(stream))) [[unlikely]]
     return;
   executor_.wait_event(stream, event);
 }

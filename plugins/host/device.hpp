@@ -123,6 +123,7 @@ class HostDevice final : public sdk::Device {
   void* vendor_host_address(std::uint64_t ptr) override;
 
   std::uint64_t vendor_stream_create() override;
+  std::uint64_t vendor_stream_create_flags(std::uint32_t flags) override;
   void vendor_stream_destroy(std::uint64_t stream) override;
   void vendor_stream_synchronize(std::uint64_t stream) override;
   void vendor_synchronize() override;

@@ -92,7 +92,7 @@ bool HostDevice::captured_launch(const KernelRecord& kernel, gpuplug_dim3_t grid
 }
 
 void HostDevice::vendor_begin_capture(std::uint64_t stream, std::int32_t mode) {
-  captures_.begin(stream, mode);
+  captures_.begin(stream, mode, executor_.blocks_with_default(stream));
 }
 
 std::uint64_t HostDevice::vendor_end_capture(std::uint64_t stream) { return captures_.end(stream); }

@@ -49,9 +49,10 @@ Executor::Executor(unsigned threads)
 // synchronized (and logged any pending kernel failure) through the SDK.
 Executor::~Executor() { wait_all(); }
 
-std::uint64_t Executor::create_stream() {
+std::uint64_t Executor::create_stream(bool blocking) {
   auto s = std::make_shared<Stream>();
   s->owner = this;
+  s->blocking = blocking;
   std::unique_lock lock(streams_mutex_);
   const std::uint64_t id = next_stream_++;
   s->id = id;
@@ -81,6 +82,10 @@ std::uint64_t Executor::alias_stream(std::uint64_t queue) {
 
 std::uint64_t Executor::queue_of(std::uint64_t stream) const {
   return stream == 0 ? 0 : find(stream)->id;
+}
+
+bool Executor::blocks_with_default(std::uint64_t stream) const {
+  return stream == 0 || find(stream)->blocking;
 }
 
 std::shared_ptr<Executor::Stream> Executor::find(std::uint64_t stream) const {
@@ -187,6 +192,12 @@ void Executor::wait_all() {
   // stream_create / stream_destroy wait for this.
   std::shared_lock lock(streams_mutex_);
   for (const auto& [id, s] : streams_) wait_idle(*s);
+}
+
+void Executor::wait_blocking() {
+  std::shared_lock lock(streams_mutex_);  // as wait_all
+  for (const auto& [id, s] : streams_)
+    if (s->blocking) wait_idle(*s);
 }
 
 void Executor::run(const Item& item) noexcept {
@@ -307,7 +318,7 @@ void Executor::release(Stream& s) noexcept {
 
 void Executor::copy(std::uint64_t stream, void* dst, const void* src, std::size_t bytes) {
   if (stream == 0) {
-    wait_all();
+    wait_blocking();
     std::memmove(dst, src, bytes);
     return;
   }
@@ -331,7 +342,7 @@ void Executor::copy_owned(std::uint64_t stream, void* dst, std::shared_ptr<const
 
 void Executor::fill(std::uint64_t stream, void* dst, std::uint8_t value, std::size_t bytes) {
   if (stream == 0) {
-    wait_all();
+    wait_blocking();
     std::memset(dst, value, bytes);
     return;
   }
@@ -349,7 +360,7 @@ void Executor::launch(std::uint64_t stream, gpuplug_host_kernel_fn kernel, const
                       gpuplug_dim3_t grid, gpuplug_dim3_t block, std::uint32_t shared_bytes,
                       void** params) {
   if (stream == 0) {
-    wait_all();
+    wait_blocking();
     // One relaxed load on the hot path; the lock only when a failure is pending.
     if (default_fault_.pending.load(std::memory_order_relaxed)) {
       std::string earlier;

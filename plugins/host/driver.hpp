@@ -25,8 +25,11 @@ namespace gpuplug::host {
 
 /// Runs a device's work. Streams are FIFO queues drained on the pool, one operation at a time
 /// per stream (so each stream keeps submission order), different streams concurrently.
-/// Stream 0 is the legacy default stream: an operation on it first waits for every stream,
-/// then runs synchronously in the calling thread.
+/// Stream 0 is the legacy default stream: an operation on it first waits for every blocking
+/// stream, then runs synchronously in the calling thread. A non-blocking stream (created with
+/// `blocking` false, as CU_STREAM_NON_BLOCKING) is not ordered with stream 0 either way: stream-0
+/// work does not wait for it, and its work never waits for stream 0's (which has always finished
+/// by the time anything else is queued, stream 0 being synchronous here).
 ///
 /// A launch runs its grid's blocks across the pool (the launching thread takes part) and
 /// returns when the grid is done: the kernel's `params` point at the caller's argument storage,
@@ -63,7 +66,7 @@ namespace gpuplug::host {
 /// s reaches it before e's capture completed, the stream parks (it stays owned, nothing behind
 /// it runs) without holding a pool thread, and the capture's completion resumes it; the host
 /// returns at once. On stream 0 (the legacy default stream, synchronous here) record captures
-/// the work queued on every stream so far, and wait blocks the caller until the capture
+/// the work queued on every blocking stream so far, and wait blocks the caller until the capture
 /// completes, as every other stream-0 operation of this executor blocks. A launch queued behind
 /// a wait waits for it (the launching thread waits its turn, as for any launch). Recording
 /// again replaces the capture; waits already queued keep the one they saw. Captures only ever
@@ -85,7 +88,11 @@ class Executor {
 
   unsigned workers() const noexcept { return pool_.size(); }
 
-  std::uint64_t create_stream();
+  /// A new stream; `blocking` false makes it non-blocking (see the class comment).
+  std::uint64_t create_stream(bool blocking = true);
+  /// Whether the stream (or the queue an alias runs on) is ordered with stream 0; true for 0.
+  /// Failure(INVALID_ARGUMENT) for an unknown stream.
+  bool blocks_with_default(std::uint64_t stream) const;
   /// A second value for the queue `queue` (an id create_stream returned, or another alias):
   /// work on either runs on the same queue, in one order. Destroying one value leaves the
   /// queue to the other (import_stream, ABI 1.2). Failure(INVALID_ARGUMENT) for an unknown queue.
@@ -99,6 +106,9 @@ class Executor {
   void destroy_stream(std::uint64_t stream);
   /// Waits for the stream's work, then reports its pending kernel failure (see above).
   void synchronize_stream(std::uint64_t stream);
+  /// Waits until every stream is idle; reports nothing (free, which must not leave queued work
+  /// naming freed memory, and the destructor).
+  void wait_all();
   /// Waits until every stream is idle, then reports every stream's pending kernel failure.
   void synchronize();
 
@@ -190,6 +200,7 @@ class Executor {
     bool active = false;
     Executor* owner = nullptr;  // set at creation; drain completes captures through it
     std::uint64_t id = 0;       // its ABI value, for messages
+    bool blocking = true;       // ordered with stream 0; set at creation
     Fault fault{mutex};  // guarded by mutex (except fault.pending)
   };
   struct Grid;
@@ -202,8 +213,8 @@ class Executor {
   /// Few arguments on purpose: this is the launch path.
   void run_grid(gpuplug_host_kernel_fn kernel, const std::string& name, gpuplug_dim3_t grid,
                 gpuplug_dim3_t block, std::uint32_t shared_bytes, void** params, Fault& fault);
-  /// Waits until every stream is idle; reports nothing (for stream 0 work and the destructor).
-  void wait_all();
+  /// Waits until every blocking stream is idle; reports nothing (before stream 0 work).
+  void wait_blocking();
   /// Records `message` on `fault` (first one kept, later ones counted); caller holds its mutex.
   static void record(Fault& fault, std::string message) noexcept;
   /// The pending failure's message ("" when none), cleared; caller holds the fault's mutex.

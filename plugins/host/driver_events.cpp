@@ -75,13 +75,15 @@ void Executor::record_event(std::uint64_t event, std::uint64_t stream) {
   (void)capture_of(event, "event_record");  // unknown events fail before anything is queued
   auto c = std::make_shared<Capture>();
   if (stream == 0) {
-    // The legacy default stream: the capture covers the work queued on every stream so far.
+    // The legacy default stream: the capture covers the work queued on every blocking stream so
+    // far (a non-blocking stream is not ordered with it).
     std::shared_lock streams_lock(streams_mutex_);
     {
       std::lock_guard lock(default_fault_mutex_);
       note_failure(*c, default_fault_, 0);
     }
     for (const auto& [id, s] : streams_) {
+      if (!s->blocking) continue;
       std::lock_guard lock(s->mutex);
       if (!s->active && s->queue.empty()) {
         note_failure(*c, s->fault, id);

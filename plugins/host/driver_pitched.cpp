@@ -31,7 +31,7 @@ void Executor::copy_2d(std::uint64_t stream, void* dst, std::size_t dst_pitch, c
   Pitched now{static_cast<std::byte*>(dst), dst_pitch, static_cast<const std::byte*>(src),
               src_pitch, width, height, nullptr};
   if (stream == 0) {  // the legacy default stream: after every stream, in the calling thread
-    wait_all();
+    wait_blocking();
     run_2d(now);
     return;
   }

@@ -54,7 +54,7 @@ void concurrent_launches_on_streams(Context& ctx) {
     std::vector<Lane> lanes(streams_per_thread);
     for (unsigned s = 0; s < streams_per_thread; ++s) {
       Lane& lane = lanes[s];
-      // Thread 0's first lane uses the default stream, which must order with the others.
+      // Thread 0's first lane uses the default stream, beside the created (non-blocking) ones.
       lane.stream = (t == 0 && s == 0) ? Stream{} : gpu.create_stream();
       lane.x0.resize(n);
       lane.y0.resize(n);

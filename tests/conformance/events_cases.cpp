@@ -51,25 +51,6 @@ class ScopedEvent {
   Event e_;
 };
 
-/// A stream destroyed when the case ends.
-class ScopedStream {
- public:
-  explicit ScopedStream(GpuBackend& gpu) : gpu_(&gpu), s_(gpu.create_stream()) {}
-  ~ScopedStream() {
-    try {
-      gpu_->destroy_stream(s_);
-    } catch (...) {
-    }
-  }
-  ScopedStream(const ScopedStream&) = delete;
-  ScopedStream& operator=(const ScopedStream&) = delete;
-  Stream get() const noexcept { return s_; }
-
- private:
-  GpuBackend* gpu_;
-  Stream s_;
-};
-
 /// The long kernel the cases put before a record: a 256^3 gemm into `c` on `stream` (a few ms on
 /// a CPU, long enough on a GPU for a missing wait to let a later read through).
 struct LongKernel {

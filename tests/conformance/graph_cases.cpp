@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Conformance cases for graphs (ABI 1.3, docs/graphs.md): capture and replay, replay on another
-// stream, what invalidates a capture and how abort recovers, stream_is_capturing, fork and join
+// stream, what invalidates a capture and how abort recovers, default-stream work during the capture
+// of a blocking and of a non-blocking stream, stream_is_capturing, fork and join
 // across streams with events, an unjoined fork, a destroyed graph. A backend without graphs
 // (begin_capture unsupported: any plugin older than 1.3, a CUDA or HIP driver without the graph
 // entry points) skips them all with the reason it gave.
@@ -29,26 +30,6 @@ void begin_or_skip(GpuBackend& gpu, Stream stream, CaptureMode mode = CaptureMod
     skip(std::string("graphs unsupported by this backend: ") + e.what());
   }
 }
-
-/// A stream destroyed when the case ends (a capture left on it aborted first).
-class ScopedStream {
- public:
-  explicit ScopedStream(GpuBackend& gpu) : gpu_(&gpu), s_(gpu.create_stream()) {}
-  ~ScopedStream() {
-    gpu_->abort_capture_if_active(s_);
-    try {
-      gpu_->destroy_stream(s_);
-    } catch (...) {
-    }
-  }
-  ScopedStream(const ScopedStream&) = delete;
-  ScopedStream& operator=(const ScopedStream&) = delete;
-  Stream get() const noexcept { return s_; }
-
- private:
-  GpuBackend* gpu_;
-  Stream s_;
-};
 
 /// A graph destroyed when the case ends, unless the case destroyed it (release()).
 class ScopedGraph {
@@ -165,6 +146,46 @@ void graphs_synchronize_invalidates_abort_recovers(Context& ctx) {
   gpu.synchronize(s.get());
 }
 
+/// Every byte of `bytes` at `ptr` (a synchronous download on the default stream) is `want`.
+void check_bytes(GpuBackend& gpu, DevicePtr ptr, std::uint8_t want, const char* what) {
+  std::vector<std::uint8_t> out(kBytes, 0);
+  gpu.copy_d2h(out.data(), ptr, kBytes);
+  const auto bad = std::find_if(out.begin(), out.end(), [want](auto b) { return b != want; });
+  GPUPLUG_CHECK_MSG(bad == out.end(), what << ": byte " << (bad - out.begin()) << " is "
+                                            << int(*bad) << ", not " << int(want));
+}
+
+void graphs_default_stream_and_stream_flags(Context& ctx) {
+  GpuBackend& gpu = ctx.backend();
+  DeviceBuffer y(gpu, kBytes), z(gpu, kBytes);
+  {
+    // A blocking stream is ordered with the default stream: work there would wait for the
+    // capture, so it invalidates it.
+    ScopedStream b(gpu, StreamFlags::blocking);
+    begin_or_skip(gpu, b.get());
+    gpu.memset(y.ptr(), 0x22, kBytes, b.get());
+    GPUPLUG_CHECK_THROWS(gpu.memset(z.ptr(), 0x3D, kBytes), Status::capture_invalidated);
+    GPUPLUG_CHECK_THROWS(gpu.memset(y.ptr(), 0x23, kBytes, b.get()), Status::capture_invalidated);
+    gpu.abort_capture_if_active(b.get());
+    GPUPLUG_CHECK(!gpu.stream_is_capturing(b.get()));
+  }
+  {
+    // A non-blocking stream is not ordered with the default stream: work there runs at once
+    // and leaves the capture valid.
+    require_non_blocking_streams(ctx);
+    ScopedStream s(gpu, StreamFlags::non_blocking);
+    begin_or_skip(gpu, s.get());
+    gpu.memset(y.ptr(), 0x21, kBytes, s.get());
+    gpu.memset(z.ptr(), 0x3C, kBytes);
+    check_bytes(gpu, z.ptr(), 0x3C, "a default-stream memset during a non-blocking capture");
+    GPUPLUG_CHECK(gpu.stream_is_capturing(s.get()));
+    ScopedGraph g(gpu, gpu.end_capture(s.get()));
+    gpu.launch_graph(g.get(), s.get());
+    gpu.synchronize(s.get());
+    check_bytes(gpu, y.ptr(), 0x21, "the graph's memset");
+  }
+}
+
 void graphs_stream_is_capturing(Context& ctx) {
   GpuBackend& gpu = ctx.backend();
   ScopedStream s(gpu), other(gpu);
@@ -275,6 +296,10 @@ const Case cases[] = {
     {"graphs_synchronize_invalidates_abort_recovers",
      "synchronize during a capture is capture_invalidated; abort makes the stream usable again",
      graphs_synchronize_invalidates_abort_recovers},
+    {"graphs_default_stream_and_stream_flags",
+     "default-stream work during a capture runs when the capturing stream is non-blocking and "
+     "invalidates the capture when it is blocking",
+     graphs_default_stream_and_stream_flags},
     {"graphs_stream_is_capturing", "stream_is_capturing is true only while a stream captures",
      graphs_stream_is_capturing},
     {"graphs_fork_join", "a capture forks to a second stream and joins it back with events",

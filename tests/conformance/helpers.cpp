@@ -347,4 +347,14 @@ RawPlugin::RawPlugin(const std::filesystem::path& file)
 
 RawPlugin::~RawPlugin() { ::dlclose(handle_); }
 
+void require_non_blocking_streams(Context& ctx) {
+  ctx.require_abi_minor(3, "a non-blocking stream (stream_create_with_flags)");
+  const RawPlugin plugin(ctx.target().plugin_file);
+  const gpuplug_plugin_v1* t = plugin.entry(GPUPLUG_ABI_VERSION);
+  if (t == nullptr || t->struct_size < GPUPLUG_PLUGIN_V1_3_SIZE ||
+      t->stream_create_with_flags == nullptr)
+    skip("the plugin has no stream_create_with_flags (an optional slot): every stream it makes is "
+         "blocking");
+}
+
 }  // namespace gpuplug::conformance

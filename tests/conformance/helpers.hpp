@@ -79,6 +79,33 @@ class ScopedLogLevel {
   LogLevel saved_;
 };
 
+/// Skips the case unless the plugin makes non-blocking streams: ABI 1.3 with the optional slot
+/// stream_create_with_flags (without it the core makes every stream blocking, which keeps every
+/// order a non-blocking stream keeps and more).
+void require_non_blocking_streams(Context& ctx);
+
+/// A stream destroyed when the case ends (a capture left on it aborted first). Non-blocking,
+/// as create_stream() makes it, unless `flags` says otherwise.
+class ScopedStream {
+ public:
+  explicit ScopedStream(GpuBackend& gpu, StreamFlags flags = StreamFlags::non_blocking)
+      : gpu_(&gpu), s_(gpu.create_stream(flags)) {}
+  ~ScopedStream() {
+    gpu_->abort_capture_if_active(s_);
+    try {
+      gpu_->destroy_stream(s_);
+    } catch (...) {
+    }
+  }
+  ScopedStream(const ScopedStream&) = delete;
+  ScopedStream& operator=(const ScopedStream&) = delete;
+  Stream get() const noexcept { return s_; }
+
+ private:
+  GpuBackend* gpu_;
+  Stream s_;
+};
+
 /// A plugin file dlopen'ed to call its entry point directly (the registry has it open too, so
 /// this only adds a reference): what the lifecycle and ABI skew cases read the C table through.
 /// A file that does not load or exports no entry fails the case, naming the file.

@@ -261,7 +261,7 @@ void sync_copy_orders_after_default_stream(Context& ctx) {
 
   // The default stream waits for every other stream: a synchronous copy sees what another stream
   // queued before it ...
-  const Stream s = gpu.create_stream();
+  const Stream s = gpu.create_stream(StreamFlags::blocking);  // ordered with the default stream
   const auto data = pattern(b.bytes(), 5);
   gpu.copy_h2d_async(b.ptr(), data.data(), data.size(), s);
   GPUPLUG_CHECK_MSG(read_back(gpu, b.ptr(), b.bytes()) == data,

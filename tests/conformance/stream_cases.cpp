@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Conformance cases for stream semantics, made independent of timing, and for the lifetime of
-// launch arguments (issue 21).
+// Conformance cases for stream semantics (blocking and non-blocking streams), made independent of
+// timing, and for the lifetime of launch arguments.
 //
 // How ordering is checked without a race: the "gate" kernel of module "sync" (docs/kernels.md)
 // holds a stream busy until the case releases it through managed memory. A case starts a gate
@@ -275,6 +275,49 @@ void default_stream_waits_for_other_streams(Context& ctx) {
                         << bad << " is " << byte_text(out[bad]) << ", the kernel's value)");
 }
 
+// The seed's streams, and create_stream()'s: not ordered with the default stream. A memset and a
+// synchronous copy there run while a kernel still holds the non-blocking stream. The gate is
+// released only once they returned (or after the start limit, when a broken plugin waits), so a
+// correct plugin passes whatever the timing.
+void default_stream_skips_non_blocking_streams(Context& ctx) {
+  GpuBackend& gpu = ctx.backend();
+  require_gate(gpu);
+  require_non_blocking_streams(ctx);
+  DeviceBuffer gated(gpu, kBytes), other(gpu, kBytes);
+  gpu.memset(gated.ptr(), 0, kBytes);
+  gpu.memset(other.ptr(), 0, kBytes);
+  std::vector<std::uint8_t> seen(kBytes, 0xEE), other_seen(kBytes, 0);
+  const Stream a = gpu.create_stream(StreamFlags::non_blocking);
+  bool returned = false;
+  {
+    Gate gate(gpu, a, gated.ptr(), kBytes);
+    Background issuer([&] {
+      gpu.memset(other.ptr(), 0x44, kBytes, Stream{});
+      gpu.copy_d2h(seen.data(), gated.ptr(), kBytes);
+      gpu.copy_d2h(other_seen.data(), other.ptr(), kBytes);
+    });
+    returned = issuer.wait_for(std::chrono::duration_cast<std::chrono::milliseconds>(kStartLimit));
+    gate.release();
+    issuer.join();
+    gate.join();
+    gpu.synchronize();
+    gate.check_released();
+  }
+  gpu.destroy_stream(a);
+  GPUPLUG_CHECK_MSG(returned, "a memset and a copy_d2h on the default stream waited for a kernel "
+                              "on non-blocking stream A (10 s): the default stream must not be "
+                              "ordered with a non-blocking stream");
+  std::size_t bad = first_not(seen, 0);
+  GPUPLUG_CHECK_MSG(bad == seen.size(),
+                    "copy_d2h on the default stream read what the kernel on non-blocking stream "
+                    "A wrote after its release: it waited for A (byte "
+                        << bad << " read " << byte_text(seen[bad]) << ", not 0x00)");
+  bad = first_not(other_seen, 0x44);
+  GPUPLUG_CHECK_MSG(bad == other_seen.size(), "the default-stream memset: byte "
+                                                  << bad << " is " << byte_text(other_seen[bad])
+                                                  << ", not 0x44");
+}
+
 void sync_copy_waits_for_queued_work(Context& ctx) {
   GpuBackend& gpu = ctx.backend();
   require_gate(gpu);
@@ -481,6 +524,10 @@ const Case cases[] = {
      "work on the default stream runs after the work queued earlier on other streams (legacy "
      "default stream)",
      default_stream_waits_for_other_streams},
+    {"default_stream_skips_non_blocking_streams",
+     "a memset and a synchronous copy on the default stream run while a kernel holds a "
+     "non-blocking stream (create_stream()'s): they are not ordered with it",
+     default_stream_skips_non_blocking_streams},
     {"sync_copy_waits_for_queued_work",
      "a synchronous copy_d2h waits for a kernel still running on another stream",
      sync_copy_waits_for_queued_work},

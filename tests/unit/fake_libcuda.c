@@ -28,7 +28,8 @@
  *                   CUDA_ERROR_INVALID_VALUE, as is a 2D copy's pitch below its width;
  *     streams       cuStreamCreate/Destroy/Synchronize: work is complete when it is queued, so
  *                   a stream is a handle whose liveness every call taking one checks
- *                   (CUDA_ERROR_INVALID_HANDLE once destroyed);
+ *                   (CUDA_ERROR_INVALID_HANDLE once destroyed); CU_STREAM_NON_BLOCKING is kept
+ *                   (legacy-stream work does not invalidate a non-blocking stream's capture);
  *     events        cuEvent* and cuStreamWaitEvent on the default or any live stream, a
  *                   recorded event complete at once, its time the monotonic clock at
  *                   cuEventRecord, and a destroyed or foreign event an error;
@@ -578,7 +579,7 @@ static fake_result stream_create(void** stream, unsigned int flags) {
   const fake_result r = need_primary();
   if (r != FAKE_SUCCESS) return r;
   if (stream == NULL || flags > 0x1) return FAKE_ERROR_INVALID_VALUE; /* DEFAULT, NON_BLOCKING */
-  void* s = malloc(1); /* a unique address; its byte is never read */
+  unsigned char* s = (unsigned char*)malloc(1); /* a unique address; its byte: the flags */
   if (s == NULL) return FAKE_ERROR_OUT_OF_MEMORY;
   pthread_mutex_lock(&driver_lock);
   const int added = append((void**)&streams, &stream_count, &stream_capacity, &s, sizeof s);
@@ -587,6 +588,7 @@ static fake_result stream_create(void** stream, unsigned int flags) {
     free(s);
     return FAKE_ERROR_OUT_OF_MEMORY;
   }
+  *s = (unsigned char)flags;
   *stream = s;
   return FAKE_SUCCESS;
 }
@@ -669,8 +671,29 @@ static struct fake_member* member_of(const void* stream) {
     if (members[i].stream == stream) return &members[i];
   return NULL;
 }
+/* Whether a capturing stream is ordered with the legacy stream: every stream but one created with
+ * CU_STREAM_NON_BLOCKING (a created stream's byte holds its flags). */
+static int is_blocking(const void* stream) {
+  if (stream == FAKE_STREAM_PER_THREAD) return 1;
+  return (*(const unsigned char*)stream & 0x1) == 0;
+}
 static void invalidate_all(void) {
   for (size_t i = 0; i < member_count; ++i) members[i].capture->invalidated = 1;
+}
+/* Invalidates the captures the legacy stream would wait for; whether there was one. */
+static int invalidate_blocking(void) {
+  int any = 0;
+  for (size_t i = 0; i < member_count; ++i) {
+    if (!is_blocking(members[i].stream)) continue;
+    members[i].capture->invalidated = 1;
+    any = 1;
+  }
+  return any;
+}
+static int any_blocking_member(void) {
+  for (size_t i = 0; i < member_count; ++i)
+    if (is_blocking(members[i].stream)) return 1;
+  return 0;
 }
 /* Whether work on `stream` runs (NULL returned, *result SUCCESS), is recorded into the capture of
  * the returned member (*result SUCCESS), or is refused (*result the error). The legacy stream
@@ -679,10 +702,7 @@ static void invalidate_all(void) {
 static struct fake_member* capture_gate(const void* stream, fake_result* result) {
   *result = FAKE_SUCCESS;
   if (is_legacy(stream)) {
-    if (member_count > 0) {
-      invalidate_all();
-      *result = FAKE_ERROR_CAPTURE_IMPLICIT;
-    }
+    if (invalidate_blocking()) *result = FAKE_ERROR_CAPTURE_IMPLICIT;
     return NULL;
   }
   struct fake_member* m = member_of(stream);
@@ -1545,10 +1565,11 @@ static fake_result stream_end_capture(void* stream, void** graph) {
   return result;
 }
 /* The capture status (NONE 0, ACTIVE 1, INVALIDATED 2) of a stream; the legacy stream while a
- * stream captures is CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (without invalidating). Lock held. */
+ * blocking stream captures is CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (without invalidating). Lock
+ * held. */
 static fake_result capture_status(void* stream, int* status, unsigned long long* id) {
   if (status == NULL) return FAKE_ERROR_INVALID_VALUE;
-  if (is_legacy(stream) && member_count > 0) return FAKE_ERROR_CAPTURE_IMPLICIT;
+  if (is_legacy(stream) && any_blocking_member()) return FAKE_ERROR_CAPTURE_IMPLICIT;
   if (!stream_is_live(stream)) return FAKE_ERROR_INVALID_HANDLE;
   const struct fake_member* m = member_of(stream);
   *status = m == NULL ? 0 : m->capture->invalidated ? 2 : 1;

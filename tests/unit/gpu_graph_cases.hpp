@@ -29,6 +29,9 @@ class CaptureStream {
   explicit CaptureStream(const Instance& dev) : dev_(dev) {
     dev_.ok(dev_.t.stream_create(dev_.inst, &s_), "stream_create");
   }
+  CaptureStream(const Instance& dev, std::uint32_t flags) : dev_(dev) {
+    dev_.ok(dev_.t.stream_create_with_flags(dev_.inst, flags, &s_), "stream_create_with_flags");
+  }
   ~CaptureStream() {
     dev_.t.stream_abort_capture(dev_.inst, s_);
     dev_.t.stream_destroy(dev_.inst, s_);
@@ -88,6 +91,42 @@ inline void check_synchronize_invalidates_and_abort_recovers(const GraphVendor& 
   BOOST_TEST(!capturing(dev, s.get()));
   BOOST_TEST(v.live_graphs() == graphs_before);
   dev.ok(dev.t.free(dev.inst, y), "free");
+}
+
+/// Work on the default stream during a capture: the driver refuses it, invalidating the capture,
+/// when the capturing stream is blocking (stream_create, or the flags GPUPLUG_STREAM_BLOCKING),
+/// and runs it when the stream is non-blocking (the plugin passed the flag on to the driver).
+inline void check_default_stream_work_follows_stream_flags() {
+  Instance dev;
+  constexpr std::uint64_t bytes = 256;
+  const std::uint64_t y = dev.alloc(bytes);
+  const std::uint64_t z = dev.alloc(bytes);
+  for (const bool blocking : {true, false}) {
+    CaptureStream s(dev, blocking ? GPUPLUG_STREAM_BLOCKING : GPUPLUG_STREAM_NON_BLOCKING);
+    dev.ok(dev.t.stream_begin_capture(dev.inst, s.get(), GPUPLUG_CAPTURE_MODE_RELAXED), "begin");
+    dev.ok(dev.t.memset_d8(dev.inst, y, 1, bytes, s.get()), "memset (recorded)");
+    const gpuplug_status_t st = dev.t.memset_d8(dev.inst, z, 0x3C, bytes, 0);
+    if (blocking) {
+      BOOST_TEST(st == GPUPLUG_STATUS_CAPTURE_INVALIDATED, "default-stream memset: " << st);
+      dev.expect(dev.t.memset_d8(dev.inst, y, 2, bytes, s.get()),
+                 GPUPLUG_STATUS_CAPTURE_INVALIDATED, "memset on the invalidated capture");
+      dev.ok(dev.t.stream_abort_capture(dev.inst, s.get()), "abort");
+      continue;
+    }
+    dev.ok(st, "default-stream memset beside a non-blocking capture");
+    std::vector<std::uint8_t> out(bytes, 0);
+    dev.ok(dev.t.copy_d2h(dev.inst, out.data(), z, bytes), "copy_d2h");
+    BOOST_TEST(out == std::vector<std::uint8_t>(bytes, 0x3C));
+    std::uint64_t g = 0;
+    dev.ok(dev.t.stream_end_capture(dev.inst, s.get(), &g), "end of the valid capture");
+    dev.ok(dev.t.graph_launch(dev.inst, g, s.get()), "graph_launch");
+    dev.ok(dev.t.stream_synchronize(dev.inst, s.get()), "stream_synchronize");
+    dev.ok(dev.t.copy_d2h(dev.inst, out.data(), y, bytes), "copy_d2h");
+    BOOST_TEST(out == std::vector<std::uint8_t>(bytes, 1));
+    dev.ok(dev.t.graph_destroy(dev.inst, g), "graph_destroy");
+  }
+  dev.ok(dev.t.free(dev.inst, y), "free");
+  dev.ok(dev.t.free(dev.inst, z), "free");
 }
 
 /// A capture of a memset, an upload from a temporary overwritten right after, and a download

@@ -69,6 +69,10 @@ BOOST_AUTO_TEST_CASE(synchronize_during_capture_invalidates_and_abort_recovers, 
   check_synchronize_invalidates_and_abort_recovers(cuda_vendor());
 }
 
+BOOST_AUTO_TEST_CASE(default_stream_work_follows_stream_flags, *fake_device()) {
+  check_default_stream_work_follows_stream_flags();
+}
+
 BOOST_AUTO_TEST_CASE(replays_are_counted_and_uploads_staged, *fake_device()) {
   check_replays_are_counted_and_uploads_staged(cuda_vendor());
 }

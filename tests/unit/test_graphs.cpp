@@ -167,12 +167,12 @@ BOOST_AUTO_TEST_CASE(kernel_without_args_metadata_cannot_be_captured) {
   gpu.destroy_stream(s);
 }
 
-// kernel() reads `<func>_args` with a synchronous copy: during a capture it fails at once,
-// saying so, instead of poisoning the capture behind the caller's back.
+// kernel() reads `<func>_args` with a synchronous copy: during the capture of a blocking stream
+// it fails at once, saying so, instead of poisoning the capture behind the caller's back.
 BOOST_AUTO_TEST_CASE(kernel_resolved_during_capture_says_why_it_fails) {
   test::Host h;
   GpuBackend& gpu = *h.gpu;
-  const Stream s = gpu.create_stream();
+  const Stream s = gpu.create_stream(StreamFlags::blocking);
   gpu.begin_capture(s);
   const Error e = error_of([&] { gpu.kernel("axpy", "axpy"); });
   BOOST_TEST(e.status() == Status::capture_invalidated);
@@ -183,11 +183,38 @@ BOOST_AUTO_TEST_CASE(kernel_resolved_during_capture_says_why_it_fails) {
   gpu.destroy_stream(s);
 }
 
-BOOST_AUTO_TEST_CASE(work_on_stream_zero_and_device_synchronize_invalidate) {
+// During the capture of a non-blocking stream (create_stream()'s) the default stream is not
+// ordered with it: kernel(), copies, memsets and launches there run, and the capture stays valid.
+BOOST_AUTO_TEST_CASE(stream_zero_work_runs_beside_a_non_blocking_capture) {
   test::Host h;
   GpuBackend& gpu = *h.gpu;
   Buffers b(gpu);
   const Stream s = gpu.create_stream();
+  std::vector<float> host(kN, 2.0f);
+  gpu.begin_capture(s);
+  gpu.memset(b.y, 0, kBytes, s);
+  BOOST_TEST(gpu.kernel("axpy", "axpy").value != 0);
+  gpu.copy_h2d(b.x, host.data(), kBytes);
+  axpy(gpu, 1.0f, b.x, b.x, Stream{});  // x = 2x on the default stream, run now: 4
+  std::vector<float> out(kN, 0.0f);
+  gpu.copy_d2h(out.data(), b.x, kBytes);
+  BOOST_TEST(out[0] == 4.0f);
+  BOOST_TEST(gpu.stream_is_capturing(s));
+  const Graph g = gpu.end_capture(s);
+  gpu.memset(b.y, 0x7F, kBytes, s);
+  gpu.launch_graph(g, s);
+  gpu.synchronize(s);
+  gpu.copy_d2h(out.data(), b.y, kBytes);
+  BOOST_TEST(out[kN - 1] == 0.0f);  // the captured memset
+  gpu.destroy_graph(g);
+  gpu.destroy_stream(s);
+}
+
+BOOST_AUTO_TEST_CASE(work_on_stream_zero_and_device_synchronize_invalidate) {
+  test::Host h;
+  GpuBackend& gpu = *h.gpu;
+  Buffers b(gpu);
+  const Stream s = gpu.create_stream(StreamFlags::blocking);
   std::vector<float> host(kN, 1.0f);
   for (int what = 0; what < 4; ++what) {
     gpu.begin_capture(s);

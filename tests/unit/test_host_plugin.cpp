@@ -230,6 +230,27 @@ BOOST_AUTO_TEST_CASE(stream_error_messages) {
   BOOST_TEST(contains(unknown, "unknown stream 4242"), unknown);
 }
 
+// free waits for the work still queued on any stream, as cuMemFree does: a copy queued behind
+// long work that reads the memory has run, with the bytes it held, by the time free returns.
+BOOST_AUTO_TEST_CASE(free_waits_for_queued_work_that_names_the_memory) {
+  Instance d;
+  constexpr std::uint64_t busy = std::uint64_t{64} << 20, small = 4096;
+  const std::uint64_t a = d.alloc(busy), b = d.alloc(busy), x = d.alloc(small);
+  const std::vector<std::uint8_t> data(small, 0x6B);
+  d.ok(api().copy_h2d(d.inst, x, data.data(), small), "copy_h2d");
+  std::uint64_t s = 0;
+  d.ok(api().stream_create_with_flags(d.inst, GPUPLUG_STREAM_NON_BLOCKING, &s), "stream_create");
+  for (int i = 0; i < 4; ++i)  // tens of milliseconds of copies ahead of the read
+    d.ok(api().copy_d2d_async(d.inst, i % 2 ? a : b, i % 2 ? b : a, busy, s), "copy_d2d_async");
+  std::vector<std::uint8_t> out(small, 0);
+  d.ok(api().copy_d2h_async(d.inst, out.data(), x, small, s), "copy_d2h_async");
+  d.free(x);
+  BOOST_TEST(out == data);  // the queued read ran before the memory went
+  d.ok(api().stream_destroy(d.inst, s), "stream_destroy");
+  d.free(a);
+  d.free(b);
+}
+
 // ---- modules and launches ---------------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(symbols_are_the_module_s_own) {

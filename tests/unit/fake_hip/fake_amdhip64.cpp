@@ -93,6 +93,7 @@ struct State {
   std::mutex mutex;
   std::map<void*, Allocation> allocations;
   std::map<hipStream_t, int> streams;  // stream -> device
+  std::set<hipStream_t> non_blocking;  // streams made with hipStreamNonBlocking
   struct Event {
     int device;
     bool recorded = false;
@@ -193,8 +194,10 @@ bool stream_ok(hipStream_t s) {
 State::Member* capture_gate(hipStream_t stream, hipError_t* error) {
   *error = hipSuccess;
   if (stream == nullptr) {
-    if (!state().members.empty()) {
-      for (auto& [s, m] : state().members) m.capture->invalidated = true;
+    // A non-blocking capturing stream is not ordered with the null stream: it is not affected.
+    for (auto& [s, m] : state().members) {
+      if (state().non_blocking.contains(s)) continue;
+      m.capture->invalidated = true;
       *error = hipErrorStreamCaptureImplicit;
     }
     return nullptr;
@@ -541,12 +544,16 @@ hipError_t memset_now(const Node& n, bool run) {
 }
 }  // namespace
 
-hipError_t hipStreamCreate(hipStream_t* stream) {
+hipError_t hipStreamCreateWithFlags(hipStream_t* stream, unsigned int flags) {
+  if (stream == nullptr || (flags & ~unsigned{hipStreamNonBlocking}) != 0)
+    return hipErrorInvalidValue;
   std::lock_guard lock(state().mutex);
   *stream = reinterpret_cast<hipStream_t>(new char);
   state().streams[*stream] = t_current;
+  if (flags == hipStreamNonBlocking) state().non_blocking.insert(*stream);
   return hipSuccess;
 }
+hipError_t hipStreamCreate(hipStream_t* stream) { return hipStreamCreateWithFlags(stream, 0); }
 hipError_t hipStreamDestroy(hipStream_t stream) {
   std::lock_guard lock(state().mutex);
   if (stream == nullptr || !stream_ok(stream)) return hipErrorInvalidHandle;
@@ -561,6 +568,7 @@ hipError_t hipStreamDestroy(hipStream_t stream) {
     }
   }
   state().streams.erase(stream);
+  state().non_blocking.erase(stream);
   delete reinterpret_cast<char*>(stream);
   return hipSuccess;
 }

@@ -463,6 +463,9 @@ GraphVendor hip_vendor() {
 BOOST_AUTO_TEST_CASE(synchronize_during_capture_invalidates_and_abort_recovers, *full_fake()) {
   check_synchronize_invalidates_and_abort_recovers(hip_vendor());
 }
+BOOST_AUTO_TEST_CASE(default_stream_work_follows_stream_flags, *full_fake()) {
+  check_default_stream_work_follows_stream_flags();
+}
 BOOST_AUTO_TEST_CASE(graph_replays_are_counted_and_uploads_staged, *full_fake()) {
   check_replays_are_counted_and_uploads_staged(hip_vendor());
 }
