@@ -47,11 +47,11 @@ extern "C" {
 #define GPUPLUG_ABI_MINOR(v) (((uint32_t)(v)) & 0xFFFFu)
 
 #define GPUPLUG_ABI_VERSION_MAJOR 1
-/* ABI 1.3 is provisional: it grows until CHANGELOG.md declares it released, and until then its
- * slots may still change. A plugin built against a provisional 1.3 header is rebuilt against the
- * released one; to a host of 1.2 it answers with its 1.2 table, which never changes. */
+/* ABI 1.3 is released (CHANGELOG.md): like every released minor it never changes, and
+ * tests/abi/v1_3/gpuplug/abi.h is its frozen copy. A later minor only appends. */
 #define GPUPLUG_ABI_VERSION_MINOR 3
-#define GPUPLUG_ABI_1_3_PROVISIONAL 1
+/* Deprecated (removed at the next major): 1 while ABI 1.3 was provisional, 0 since its release. */
+#define GPUPLUG_ABI_1_3_PROVISIONAL 0
 #define GPUPLUG_ABI_VERSION GPUPLUG_MAKE_VERSION(GPUPLUG_ABI_VERSION_MAJOR, GPUPLUG_ABI_VERSION_MINOR)
 
 /* The one exported symbol, resolved with boost::dll::shared_library::get. */
@@ -426,7 +426,7 @@ typedef struct gpuplug_plugin_v1 {
    * INVALID_ARGUMENT. */
   gpuplug_status_t (*host_free_pinned)(gpuplug_instance_t inst, void* ptr);
 
-  /* ---- ABI 1.3 (provisional): what an engine's decode loop needs. All optional, read only from
+  /* ---- ABI 1.3: what an engine's decode loop needs. All optional, read only from
    * a table that declares 1.3 or later and whose struct_size covers them.
    *
    * From ABI 1.3 on, copy_h2d_async's source may be reused or freed as soon as the call returns,
@@ -573,7 +573,7 @@ typedef struct gpuplug_plugin_v1 {
 #define GPUPLUG_PLUGIN_V1_1_SIZE (offsetof(gpuplug_plugin_v1, inspect_module) + sizeof(void*))
 /* The table of ABI 1.2. */
 #define GPUPLUG_PLUGIN_V1_2_SIZE (offsetof(gpuplug_plugin_v1, host_free_pinned) + sizeof(void*))
-/* The table of ABI 1.3 (provisional: see GPUPLUG_ABI_1_3_PROVISIONAL). */
+/* The table of ABI 1.3. */
 #define GPUPLUG_PLUGIN_V1_3_SIZE (offsetof(gpuplug_plugin_v1, free_arena) + sizeof(void*))
 
 /* The entry point every plugin exports (extern "C", default visibility). */

@@ -1,18 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
 // The one slot list (support/gpuplug/support/abi_slots.hpp) against what depends on it: the frozen
-// ABI 1.0 table, the slot table of docs/plugin-authors.md, and the core's checks derived from it.
+// tables of every released minor, the slot table of docs/plugin-authors.md, and the core's checks derived from it.
 #define BOOST_TEST_MODULE abi_slot_list
 #include <gpuplug/abi.h>
 
 #include <boost/test/unit_test.hpp>
+#include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <fstream>
 #include <gpuplug/support/abi_slots.hpp>
 #include <sstream>
 #include <string>
 
 #include "table/plugin_table.hpp"
-#include "v1_0_layout.h"
+#include "frozen_layout.h"
 
 
 namespace {
@@ -63,6 +65,33 @@ BOOST_AUTO_TEST_CASE(the_frozen_1_0_table_is_the_prefix_the_list_calls_1_0) {
   BOOST_TEST_REQUIRE(file != nullptr);
   BOOST_TEST(file->minor == 1u);
   BOOST_TEST(file->offset >= table_size);
+}
+
+// A released minor never changes: each frozen header's table (its slots as the list names them)
+// is today's list up to that minor, slot for slot at the same offsets and sizes, and ends where
+// the list says that minor ends.
+BOOST_AUTO_TEST_CASE(every_frozen_table_is_the_prefix_the_list_calls_its_minor) {
+  using Layout = const gpuplug_test_slot_layout* (*)(std::size_t*, std::size_t*);
+  const Layout layouts[] = {gpuplug_test_v1_0_layout, gpuplug_test_v1_1_layout,
+                            gpuplug_test_v1_2_layout, gpuplug_test_v1_3_layout};
+  for (std::uint32_t minor = 0; minor < std::size(layouts); ++minor) {
+    BOOST_TEST_CONTEXT("ABI 1." << minor) {
+      std::size_t count = 0, table_size = 0;
+      const gpuplug_test_slot_layout* frozen = layouts[minor](&count, &table_size);
+      BOOST_TEST(table_size == gpuplug::abi::table_size_of_minor(minor));
+      std::size_t listed = 0;
+      for (const gpuplug::abi::SlotInfo& s : gpuplug::abi::slots) listed += s.minor <= minor;
+      BOOST_TEST(count == listed);
+      for (std::size_t i = 0; i < count && i < gpuplug::abi::slots.size(); ++i) {
+        BOOST_TEST_CONTEXT("slot " << frozen[i].name) {
+          BOOST_TEST(std::string(frozen[i].name) == std::string(gpuplug::abi::slots[i].name));
+          BOOST_TEST(frozen[i].offset == gpuplug::abi::slots[i].offset);
+          BOOST_TEST(frozen[i].size == sizeof(void*));
+          BOOST_TEST(gpuplug::abi::slots[i].minor <= minor);
+        }
+      }
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(per_minor_sizes_follow_the_list) {
