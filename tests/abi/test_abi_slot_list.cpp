@@ -43,30 +43,6 @@ std::string read_text(const char* path) {
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(the_frozen_1_0_table_is_the_prefix_the_list_calls_1_0) {
-  std::size_t count = 0, table_size = 0;
-  const gpuplug_test_slot_layout* frozen = gpuplug_test_v1_0_layout(&count, &table_size);
-  // The 1.0 table as it shipped ends at sweep_unreleased; every later slot belongs to 1.1 on.
-  BOOST_TEST(table_size == GPUPLUG_PLUGIN_V1_0_SIZE);
-  BOOST_TEST(table_size == gpuplug::abi::table_size_of_minor(0));
-  BOOST_TEST(table_size == GPUPLUG_PLUGIN_V1_MIN_SIZE);
-  std::size_t minor_0 = 0;
-  for (const gpuplug::abi::SlotInfo& s : gpuplug::abi::slots) minor_0 += s.minor == 0;
-  BOOST_TEST(count == minor_0);
-  for (std::size_t i = 0; i < count && i < gpuplug::abi::slots.size(); ++i) {
-    BOOST_TEST_CONTEXT("slot " << frozen[i].name) {
-      BOOST_TEST(std::string(frozen[i].name) == std::string(gpuplug::abi::slots[i].name));
-      BOOST_TEST(frozen[i].offset == gpuplug::abi::slots[i].offset);
-      BOOST_TEST(frozen[i].size == sizeof(void*));
-      BOOST_TEST(gpuplug::abi::slots[i].minor == 0u);
-    }
-  }
-  const gpuplug::abi::SlotInfo* file = gpuplug::abi::find_slot("load_module_file");
-  BOOST_TEST_REQUIRE(file != nullptr);
-  BOOST_TEST(file->minor == 1u);
-  BOOST_TEST(file->offset >= table_size);
-}
-
 // A released minor never changes: each frozen header's table (its slots as the list names them)
 // is today's list up to that minor, slot for slot at the same offsets and sizes, and ends where
 // the list says that minor ends.
@@ -92,6 +68,19 @@ BOOST_AUTO_TEST_CASE(every_frozen_table_is_the_prefix_the_list_calls_its_minor) 
       }
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(the_frozen_1_0_table_ends_at_sweep_unreleased) {
+  std::size_t count = 0, table_size = 0;
+  (void)gpuplug_test_v1_0_layout(&count, &table_size);
+  // The 1.0 table as it shipped ends at sweep_unreleased (the slots a plugin must have); every
+  // later slot belongs to 1.1 on.
+  BOOST_TEST(table_size == GPUPLUG_PLUGIN_V1_0_SIZE);
+  BOOST_TEST(table_size == GPUPLUG_PLUGIN_V1_MIN_SIZE);
+  const gpuplug::abi::SlotInfo* file = gpuplug::abi::find_slot("load_module_file");
+  BOOST_TEST_REQUIRE(file != nullptr);
+  BOOST_TEST(file->minor == 1u);
+  BOOST_TEST(file->offset >= table_size);
 }
 
 BOOST_AUTO_TEST_CASE(per_minor_sizes_follow_the_list) {
