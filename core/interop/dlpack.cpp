@@ -51,6 +51,7 @@ struct Exported {
   std::vector<std::int64_t> shape;
   std::vector<std::int64_t> strides;
   GpuBackend* backend = nullptr;
+  std::shared_ptr<GpuBackend> keep;  // the shared_ptr overloads: alive until the deleter ends
   DevicePtr ptr;
   bool owns = false;
   std::function<void()> on_delete;
@@ -82,7 +83,7 @@ struct Exported {
 template <class Managed>
 Managed* export_tensor(GpuBackend& backend, DevicePtr ptr, std::span<const std::int64_t> shape,
                        DLDataType dtype, std::span<const std::int64_t> strides,
-                       DlpackExportOptions options) {
+                       DlpackExportOptions options, std::shared_ptr<GpuBackend> keep = {}) {
   const std::string name(backend.name());
   auto refuse = [&](const std::string& why) {
     return Error(Status::invalid_argument, name, op_export, why);
@@ -129,6 +130,7 @@ Managed* export_tensor(GpuBackend& backend, DevicePtr ptr, std::span<const std::
 
   holder->shape.assign(shape.begin(), shape.end());
   holder->backend = &backend;
+  holder->keep = std::move(keep);
   holder->ptr = ptr;
   holder->owns = options.transfer_ownership;
   holder->on_delete = std::move(options.on_delete);
@@ -241,6 +243,31 @@ DLManagedTensor* to_dlpack_unversioned(GpuBackend& backend, DevicePtr ptr,
                                        std::span<const std::int64_t> strides,
                                        DlpackExportOptions options) {
   return export_tensor<DLManagedTensor>(backend, ptr, shape, dtype, strides, std::move(options));
+}
+
+namespace {
+GpuBackend& shared_backend(const std::shared_ptr<GpuBackend>& backend) {
+  if (!backend) throw Error(Status::invalid_argument, "", op_export, "null backend");
+  return *backend;
+}
+}  // namespace
+
+DLManagedTensorVersioned* to_dlpack(std::shared_ptr<GpuBackend> backend, DevicePtr ptr,
+                                    std::span<const std::int64_t> shape, DLDataType dtype,
+                                    std::span<const std::int64_t> strides,
+                                    DlpackExportOptions options) {
+  GpuBackend& gpu = shared_backend(backend);
+  return export_tensor<DLManagedTensorVersioned>(gpu, ptr, shape, dtype, strides,
+                                                 std::move(options), std::move(backend));
+}
+
+DLManagedTensor* to_dlpack_unversioned(std::shared_ptr<GpuBackend> backend, DevicePtr ptr,
+                                       std::span<const std::int64_t> shape, DLDataType dtype,
+                                       std::span<const std::int64_t> strides,
+                                       DlpackExportOptions options) {
+  GpuBackend& gpu = shared_backend(backend);
+  return export_tensor<DLManagedTensor>(gpu, ptr, shape, dtype, strides, std::move(options),
+                                        std::move(backend));
 }
 
 DlpackTensor from_dlpack(GpuBackend& backend, DLManagedTensorVersioned* tensor,

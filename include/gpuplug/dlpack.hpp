@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -58,7 +59,10 @@ struct DlpackExportOptions {
 ///     complex of 64 and 128, bool of 8.
 /// The deleter (called by the consumer, exactly once, from any thread) frees `ptr` through
 /// backend.free when ownership was transferred, then runs on_delete. `backend` must outlive
-/// the tensor: it is the backend the deleter frees through.
+/// the tensor: it is the backend the deleter frees through. The overloads that take a
+/// shared_ptr keep the backend alive themselves until the deleter has run, so the backend's
+/// owners may let go of it in any order with the tensor's consumer (what a Python binding or
+/// any consumer the application does not control needs).
 /// Thread-safety: as the backend's members. Errors (nothing is allocated or transferred then):
 /// Error(invalid_argument) naming the argument for a null `ptr`, a negative extent, strides of
 /// another rank, a dtype not above, elements that reach before `ptr` or past the memory the
@@ -68,9 +72,21 @@ DLManagedTensorVersioned* to_dlpack(GpuBackend& backend, DevicePtr ptr,
                                     std::span<const std::int64_t> shape, DLDataType dtype,
                                     std::span<const std::int64_t> strides = {},
                                     DlpackExportOptions options = {});
+/// The same, sharing ownership of `backend` with the tensor until its deleter has run.
+/// Error(invalid_argument) for a null `backend`.
+DLManagedTensorVersioned* to_dlpack(std::shared_ptr<GpuBackend> backend, DevicePtr ptr,
+                                    std::span<const std::int64_t> shape, DLDataType dtype,
+                                    std::span<const std::int64_t> strides = {},
+                                    DlpackExportOptions options = {});
 /// The same as the legacy DLManagedTensor, for consumers that speak only DLPack < 1.0 (NumPy
-/// 1.24's `__dlpack__` capsule "dltensor"). It has no flags, so read_only is refused.
+/// 1.24's `__dlpack__` capsule "dltensor", PyTorch 1.13's from_dlpack). It has no flags, so
+/// read_only is refused.
 DLManagedTensor* to_dlpack_unversioned(GpuBackend& backend, DevicePtr ptr,
+                                       std::span<const std::int64_t> shape, DLDataType dtype,
+                                       std::span<const std::int64_t> strides = {},
+                                       DlpackExportOptions options = {});
+/// The same, sharing ownership of `backend` with the tensor until its deleter has run.
+DLManagedTensor* to_dlpack_unversioned(std::shared_ptr<GpuBackend> backend, DevicePtr ptr,
                                        std::span<const std::int64_t> shape, DLDataType dtype,
                                        std::span<const std::int64_t> strides = {},
                                        DlpackExportOptions options = {});

@@ -131,6 +131,45 @@ BOOST_AUTO_TEST_CASE(export_describes_the_memory_and_the_deleter_frees_it) {
   BOOST_TEST(deleted == 1);
 }
 
+// The shared_ptr overloads keep the backend alive for the tensor: its owners may let go first,
+// and the deleter (the last owner) still frees through it, then lets it go.
+BOOST_AUTO_TEST_CASE(a_shared_export_keeps_its_backend_until_the_deleter_ran) {
+  for (const bool versioned : {true, false}) {
+    BOOST_TEST_CONTEXT((versioned ? "to_dlpack" : "to_dlpack_unversioned")) {
+      Pair p;
+      const DevicePtr ptr = iota(*p.a, 8);
+      const std::vector<std::int64_t> shape{8};
+      int deleted = 0;
+      gpuplug::DlpackExportOptions options;
+      options.on_delete = [&] { ++deleted; };
+      const std::weak_ptr<GpuBackend> watch = p.a;
+      DLManagedTensorVersioned* v = nullptr;
+      DLManagedTensor* u = nullptr;
+      if (versioned)
+        v = gpuplug::to_dlpack(p.a, ptr, shape, f32, {}, std::move(options));
+      else
+        u = gpuplug::to_dlpack_unversioned(p.a, ptr, shape, f32, {}, std::move(options));
+      p.a.reset();  // the application's last reference goes first
+      BOOST_TEST(!watch.expired());
+      std::shared_ptr<GpuBackend> still = watch.lock();
+      BOOST_TEST(still->ledger_stats().live_count == 1u);  // the tensor's memory is still there
+      BOOST_TEST(read_float(*still, ptr + 7 * sizeof(float)) == 7.0f);
+      still->synchronize();
+      still.reset();
+      if (versioned)
+        v->deleter(v);
+      else
+        u->deleter(u);
+      BOOST_TEST(deleted == 1);
+      BOOST_TEST(watch.expired());  // the deleter's reference was the last one
+    }
+  }
+  const std::shared_ptr<GpuBackend> none;
+  const std::vector<std::int64_t> shape{1};
+  BOOST_TEST(error_of([&] { gpuplug::to_dlpack(none, DevicePtr{64}, shape, f32); }).status() ==
+             Status::invalid_argument);
+}
+
 BOOST_AUTO_TEST_CASE(a_borrowed_export_leaves_the_allocation_to_the_caller) {
   Pair p;
   GpuBackend& gpu = *p.a;
