@@ -41,6 +41,7 @@ if(_mode STREQUAL "OFF")
 elseif(_why STREQUAL "")
   message(STATUS "gpuplug: DLPack: ON (${_dlpack_header}, DLPack ${GPUPLUG_DLPACK_VERSION})")
   set(GPUPLUG_BUILD_DLPACK ON)
+  set(GPUPLUG_DLPACK_HEADER "${_dlpack_header}")  # installed as <gpuplug/third_party/dlpack.h>
 elseif(_mode STREQUAL "ON")
   message(FATAL_ERROR "gpuplug: GPUPLUG_WITH_DLPACK=ON but ${_why}")
 else()

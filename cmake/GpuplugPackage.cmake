@@ -14,8 +14,12 @@ set(GPUPLUG_PUBLIC_HEADERS
   abi.h backend.hpp config.hpp gpuplug.hpp host_kernel.hpp kernel_args.h layer.h log.hpp memory.hpp native.hpp op_cache.hpp peer.hpp
   registry.hpp teardown.hpp
   table_backend.hpp types.hpp version.hpp)
-if(GPUPLUG_BUILD_DLPACK)  # it includes <dlpack/dlpack.h>: only builds with DLPack install it
+if(GPUPLUG_BUILD_DLPACK)  # it needs DLPack 1.x: only builds with DLPack install it
   list(APPEND GPUPLUG_PUBLIC_HEADERS dlpack.hpp)
+  # The DLPack header this gpuplug was built with, which <gpuplug/dlpack.hpp> then includes, so
+  # that an application needs no DLPack of its own (Debian 12's is 0.6). Apache-2.0, as gpuplug.
+  install(FILES ${GPUPLUG_DLPACK_HEADER} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpuplug/third_party
+    RENAME dlpack.h)
 endif()
 list(TRANSFORM GPUPLUG_PUBLIC_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/include/gpuplug/
   OUTPUT_VARIABLE _gpuplug_headers)

@@ -5,10 +5,16 @@
 
 #include <gpuplug/config.hpp>  // first: the C++20 check, the export region
 
-// DLPack 1.x from Debian's libdlpack-dev (find_package(dlpack CONFIG); an application that
-// includes this header puts dlpack::dlpack on its include path). Only builds of gpuplug made with
-// it (GPUPLUG_WITH_DLPACK) install this header and export the functions below.
+// DLPack 1.x. An installed gpuplug carries the DLPack header it was built with, as
+// <gpuplug/third_party/dlpack.h>, and uses that one whatever else is on the include path (Debian
+// 12's libdlpack-dev is 0.6, which has no DLManagedTensorVersioned). In gpuplug's own build tree
+// it is <dlpack/dlpack.h> of dlpack::dlpack. Only builds of gpuplug made with DLPack
+// (GPUPLUG_WITH_DLPACK) install this header and export the functions below.
+#if __has_include(<gpuplug/third_party/dlpack.h>)
+#include <gpuplug/third_party/dlpack.h>
+#else
 #include <dlpack/dlpack.h>
+#endif
 
 #include <gpuplug/backend.hpp>
 #include <gpuplug/types.hpp>
@@ -21,8 +27,8 @@
 #include <string_view>
 #include <vector>
 
-#if DLPACK_MAJOR_VERSION != 1
-#error "<gpuplug/dlpack.hpp> needs DLPack 1.x: <dlpack/dlpack.h> is another major version"
+#if !defined(DLPACK_MAJOR_VERSION) || DLPACK_MAJOR_VERSION != 1
+#error "<gpuplug/dlpack.hpp> needs DLPack 1.x, and this translation unit included another <dlpack/dlpack.h> (Debian 12's is 0.6) before it: include <gpuplug/dlpack.hpp> first, or not that header"
 #endif
 
 GPUPLUG_API_BEGIN
