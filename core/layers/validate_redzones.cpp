@@ -4,6 +4,7 @@
 #include "layers/validate_redzones.hpp"
 
 #include <array>
+#include <cstring>
 #include <gpuplug/support/text.hpp>
 #include <gpuplug/types.hpp>
 #include <limits>
@@ -42,8 +43,14 @@ gpuplug_status_t GuardBands::next_alloc(bool managed, std::uint64_t bytes, const
 }
 
 gpuplug_status_t GuardBands::failed(gpuplug_status_t status, const std::string& doing) const {
-  return layer_.fail(status, "validate: " + doing + " failed (" +
-                                 to_string(static_cast<Status>(status)) + ")");
+  std::string why = to_string(static_cast<Status>(status));
+  if (layer_.next_has<&P::last_error>()) {
+    // The level below's own message for the call that failed, when it has one.
+    std::array<char, 1024> text{};
+    const std::size_t n = layer_.call_next<&P::last_error>(text.data(), text.size());
+    if (n != 0) why += ": " + std::string(text.data(), ::strnlen(text.data(), text.size()));
+  }
+  return layer_.fail(status, "validate: " + doing + " failed (" + why + ")");
 }
 
 gpuplug_status_t GuardBands::stream(std::uint64_t& out) {
@@ -58,7 +65,7 @@ gpuplug_status_t GuardBands::stream(std::uint64_t& out) {
       layer_.next_has<&P::stream_create_with_flags>()
           ? layer_.call_next<&P::stream_create_with_flags>(GPUPLUG_STREAM_NON_BLOCKING, &s)
           : layer_.call_next<&P::stream_create>(&s);
-  if (st != GPUPLUG_STATUS_SUCCESS) return failed(st, "creating the stream for the guard bands");
+  if (st != GPUPLUG_STATUS_SUCCESS) return st;
   stream_ = s;
   out = s;
   return st;
@@ -73,15 +80,9 @@ gpuplug_status_t GuardBands::write_bands(const Guard& g) {
     const gpuplug_status_t st =
         queued ? layer_.call_next<&P::copy_h2d_async>(band, kPattern.data(), kBand, s)
                : layer_.call_next<&P::copy_h2d>(band, kPattern.data(), kBand);
-    if (st != GPUPLUG_STATUS_SUCCESS)
-      return failed(st, "writing the guard bands of a " + std::to_string(g.bytes) +
-                            "-byte allocation by " + g.site);
+    if (st != GPUPLUG_STATUS_SUCCESS) return st;
   }
-  const gpuplug_status_t st = layer_.call_next<&P::stream_synchronize>(s);
-  if (st != GPUPLUG_STATUS_SUCCESS)
-    return failed(st, "writing the guard bands of a " + std::to_string(g.bytes) +
-                          "-byte allocation by " + g.site);
-  return st;
+  return layer_.call_next<&P::stream_synchronize>(s);
 }
 
 gpuplug_status_t GuardBands::read_bands(const std::vector<const Guard*>& guards,
@@ -102,13 +103,11 @@ gpuplug_status_t GuardBands::read_bands(const std::vector<const Guard*>& guards,
       if (st != GPUPLUG_STATUS_SUCCESS) {
         // What was queued must land before `out` goes away.
         if (queued) layer_.call_next<&P::stream_synchronize>(s);
-        return failed(st, "reading back the guard bands of " + hex(g.base + kBand));
+        return st;
       }
     }
   }
-  const gpuplug_status_t st = layer_.call_next<&P::stream_synchronize>(s);
-  if (st != GPUPLUG_STATUS_SUCCESS) return failed(st, "reading back the guard bands");
-  return st;
+  return layer_.call_next<&P::stream_synchronize>(s);
 }
 
 std::vector<GuardBands::Broken> GuardBands::broken_bands(std::uint64_t ptr, const Guard& g,
@@ -172,7 +171,8 @@ gpuplug_status_t GuardBands::allocate(bool managed, std::uint64_t bytes, const c
   }
   if (st != GPUPLUG_STATUS_SUCCESS) {
     layer_.call_next<&P::free>(base);
-    return st;
+    return failed(st, "writing the guard bands of " + std::to_string(bytes) + " bytes by " +
+                          site_name);
   }
   band_bytes_ += pad;
   if (managed) band_managed_bytes_ += pad;
@@ -252,7 +252,8 @@ gpuplug_status_t GuardBands::check(std::string& broken) {
   all.reserve(guards_.size());
   for (const auto& [ptr, g] : guards_) all.push_back(&g);
   std::vector<std::uint8_t> bands;
-  if (const gpuplug_status_t st = read_bands(all, bands); st != GPUPLUG_STATUS_SUCCESS) return st;
+  if (const gpuplug_status_t st = read_bands(all, bands); st != GPUPLUG_STATUS_SUCCESS)
+    return failed(st, "reading the guard bands back");
   std::size_t fresh = 0;
   std::size_t i = 0;
   for (auto& [ptr, g] : guards_) {
@@ -279,7 +280,8 @@ gpuplug_status_t GuardBands::scan(std::size_t& broken) {
   all.reserve(guards_.size());
   for (const auto& [ptr, g] : guards_) all.push_back(&g);
   std::vector<std::uint8_t> bands;
-  if (const gpuplug_status_t st = read_bands(all, bands); st != GPUPLUG_STATUS_SUCCESS) return st;
+  if (const gpuplug_status_t st = read_bands(all, bands); st != GPUPLUG_STATUS_SUCCESS)
+    return failed(st, "reading the guard bands back");
   std::size_t i = 0;
   for (const auto& [ptr, g] : guards_)
     broken += broken_bands(ptr, g, bands.data() + 2 * kBand * i++).size();

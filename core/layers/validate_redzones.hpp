@@ -102,6 +102,8 @@ class GuardBands {
 
   gpuplug_status_t next_alloc(bool managed, std::uint64_t bytes, const char* site,
                               std::uint64_t* out) const;
+  // These three return the level below's status and set no message: the caller names what
+  // failed (failed()) only when it returns the failure.
   /// The layer's stream, made on first use (lock held).
   gpuplug_status_t stream(std::uint64_t& out);
   /// Writes both bands of `g` and waits for them (lock held).

@@ -281,6 +281,35 @@ BOOST_AUTO_TEST_CASE(threads_allocate_synchronize_and_free_concurrently) {
   BOOST_TEST(g.gpu->ledger_stats().live_bytes == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(a_failed_read_back_fails_the_synchronize_and_names_it) {
+  // The faults layer below validate fails the layer's first read-back copy.
+  Guarded g(Options{{"layers", "validate,faults"}, {"faults", "copy_d2h_async@1=device_error"}});
+  const DevicePtr p = g.gpu->alloc(64, "read_back");
+  const Error e = error_of([&] { g.gpu->synchronize(); }, Status::device_error);
+  BOOST_TEST(contains(e.what(), "validate: reading the guard bands back failed (device_error"),
+             e.what());
+  g.gpu->synchronize();  // the next read-back works
+  BOOST_TEST(g.gpu->scan_redzones() == 0u);
+  g.gpu->free(p);
+}
+
+BOOST_AUTO_TEST_CASE(a_free_whose_bands_cannot_be_read_frees_and_leaves_no_stale_message) {
+  Guarded g(Options{{"layers", "validate,faults"}, {"faults", "copy_d2h_async@1=device_error"}});
+  test::LogRecords log;
+  const DevicePtr p = g.gpu->alloc(64, "unread");
+  g.gpu->free(p);  // not checked, freed
+  BOOST_TEST(g.gpu->ledger_stats().live_bytes == 0u);
+  bool warned = false;
+  for (const auto& r : log.take())
+    warned = warned || (r.level == LogLevel::warning &&
+                        contains(r.message, "guard bands of " + hex(p.value) +
+                                                " could not be read back before free"));
+  BOOST_TEST(warned);
+  // The next failure on this thread is reported with its own message.
+  const Error e = error_of([&] { g.gpu->kernel("no_such_module", "f"); });
+  BOOST_TEST(!contains(e.what(), "guard bands"), e.what());
+}
+
 // The memory-you-can-see cases with validate on: the user's sizes everywhere they look.
 namespace {
 cases::MakeBackend guarded_host() {
