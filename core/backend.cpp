@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-// The non-virtual parts of GpuBackend: loading a kernel module from a file, and the events and
-// interop handles a backend without them reports as unsupported.
+// The non-virtual parts of GpuBackend: loading a kernel module from a file, the validate layer's
+// guard band scan, and the events and interop handles a backend without them reports as
+// unsupported.
 #include <gpuplug/backend.hpp>
 #include <gpuplug/support/regular_file.hpp>
 #include <limits>
 #include <optional>
 #include <system_error>
 #include <vector>
+
+#include "table/plugin_backend.hpp"
 
 namespace gpuplug {
 
@@ -58,6 +61,12 @@ void GpuBackend::load_module_path(std::string_view name, const std::filesystem::
 }
 
 std::uint64_t GpuBackend::device_free_memory() { return memory_info().free_bytes; }
+
+std::size_t GpuBackend::scan_redzones() {
+  // Only a plugin-backed backend has layers; the validate layer's bands are read through them.
+  auto* plugin = dynamic_cast<detail::PluginBackend*>(this);
+  return plugin != nullptr ? plugin->scan_guard_bands() : 0;
+}
 
 void GpuBackend::copy_h2d_async_retained(DevicePtr dst, const void* src, std::size_t bytes,
                                          Stream stream) {

@@ -125,6 +125,14 @@ void LayerStack::destroy_layers() noexcept {
   }
 }
 
+gpuplug_instance_t LayerStack::builtin_instance(const gpuplug_layer_v1& layer) const noexcept {
+  for (const auto& level : levels_)
+    if (level->layer != nullptr && level->layer->origin == "built-in" &&
+        level->layer->layer.create == layer.create)
+      return level->instance;
+  return nullptr;
+}
+
 std::string LayerStack::names() const {
   std::vector<std::string> names;
   for (auto it = levels_.rbegin(); it != levels_.rend(); ++it)

@@ -51,6 +51,9 @@ class LayerStack {
   gpuplug_instance_t top_instance() const noexcept { return levels_.back()->instance; }
   /// "validate, trace": the enabled layers, top first.
   std::string names() const;
+  /// The instance of the level the built-in layer `layer` made (the same create slot), or null
+  /// when it is not enabled: for the core's calls into a built-in layer of its own.
+  gpuplug_instance_t builtin_instance(const gpuplug_layer_v1& layer) const noexcept;
 
  private:
   struct Level {

@@ -34,6 +34,15 @@ struct Thunk<Member> {
   }
 };
 
+/// ledger_snapshot returns a length, 0 for a failure: no exception crosses the C table either.
+std::size_t ledger_snapshot_thunk(gpuplug_instance_t inst, char* buf, std::size_t size) noexcept {
+  try {
+    return LayerBase::from<ValidateLayer>(inst).ledger_snapshot(buf, size);
+  } catch (...) {
+    return 0;
+  }
+}
+
 gpuplug_plugin_v1 make_table() noexcept {
   gpuplug_plugin_v1 t{};
   t.struct_size = sizeof t;
@@ -62,6 +71,12 @@ gpuplug_plugin_v1 make_table() noexcept {
   GPUPLUG_VALIDATE_SLOT(stream_create)
   GPUPLUG_VALIDATE_SLOT(stream_destroy)
   GPUPLUG_VALIDATE_SLOT(stream_synchronize)
+  GPUPLUG_VALIDATE_SLOT(synchronize)
+  GPUPLUG_VALIDATE_SLOT(ledger_stats)
+  GPUPLUG_VALIDATE_SLOT(ledger_reset_peak)
+  GPUPLUG_VALIDATE_SLOT(ledger_scope_begin)
+  GPUPLUG_VALIDATE_SLOT(ledger_scope_end)
+  t.ledger_snapshot = &ledger_snapshot_thunk;
   GPUPLUG_VALIDATE_SLOT(event_create)
   GPUPLUG_VALIDATE_SLOT(event_destroy)
   GPUPLUG_VALIDATE_SLOT(event_record)
@@ -104,11 +119,15 @@ const gpuplug_layer_v1& validate_layer() noexcept {
       GPUPLUG_LAYER_VERSION,
       "validate",
       "refuses use after free, copies past an allocation, foreign or destroyed streams, events, "
-      "graphs and kernels, zero grids",
+      "graphs and kernels, zero grids; guard bands around allocations",
       nullptr,
       &layers::create_layer<ValidateLayer>,
       &validate_slots};
   return layer;
+}
+
+gpuplug_status_t validate_scan_redzones(gpuplug_instance_t instance, std::size_t* broken) noexcept {
+  return Thunk<&ValidateLayer::scan_redzones>::call(instance, *broken);
 }
 
 }  // namespace gpuplug::detail

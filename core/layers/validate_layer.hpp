@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The validate layer's checks (core-private): its own record of what this backend made (memory in
-// MemoryRecord, mapped host memory in MappedRecord; streams, events and kernel handles here),
-// checked before each call reaches the plugin. validate.cpp makes the layer's table of them.
+// MemoryRecord, mapped host memory in MappedRecord, guard bands in GuardBands; streams, events
+// and kernel handles here), checked before each call reaches the plugin. validate.cpp makes the
+// layer's table of them.
 #pragma once
 
 #include <algorithm>
@@ -22,33 +23,25 @@
 #include "layers/validate_handles.hpp"
 #include "layers/validate_mapped.hpp"
 #include "layers/validate_memory.hpp"
+#include "layers/validate_redzones.hpp"
 
 namespace gpuplug::detail::validate {
 
 using layers::HandleSet;
+using layers::dims;
+using layers::FunctionSet;
+using layers::GuardBands;
 using layers::kRecentCapacity;
-using layers::list_handles;
 using layers::LayerBase;
 using layers::MappedRecord;
 using layers::MemoryRecord;
 using support::hex;
 
-/// A kernel handle get_function returned on this backend.
-struct Function {
-  std::string module;
-  std::string func;
-  bool unloaded = false;  // its module was unloaded since
-};
-
-std::string dims(gpuplug_dim3_t d) {
-  return "(" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) + ")";
-}
-
 class ValidateLayer final : public LayerBase {
  public:
   ValidateLayer(const gpuplug_layer_next_t& next, const gpuplug_layer_services_t& services,
                 std::string backend, const Options&)
-      : LayerBase(next, services, std::move(backend)) {}
+      : LayerBase(next, services, std::move(backend)), guards_(*this) {}
 
   ~ValidateLayer() {
     // The backend is going away: leftovers are a warning, never a failure (nor an exception
@@ -59,7 +52,7 @@ class ValidateLayer final : public LayerBase {
     }
   }
 
-  // ---- memory
+  // ---- memory: alloc and alloc_managed with guard bands (GuardBands), arenas without
 
   gpuplug_status_t alloc(std::uint64_t bytes, const char* site, std::uint64_t* out) {
     return record_alloc<&gpuplug_plugin_v1::alloc>(bytes, site, out, false);
@@ -73,21 +66,32 @@ class ValidateLayer final : public LayerBase {
     return record_alloc<&gpuplug_plugin_v1::alloc_arena>(bytes, site, out, false);
   }
   gpuplug_status_t free_arena(std::uint64_t ptr) {
+    // The plugin sees a guarded allocation's base, never this pointer: refused here.
+    if (auto what = guards_.describe(ptr))
+      return refuse("free_arena: " + hex(ptr) + " is no arena but an allocation from alloc " +
+                    *what + ": free frees it");
     return release<&gpuplug_plugin_v1::free_arena>(ptr);
   }
   /// free / free_arena of `ptr`: forgotten here when the plugin freed it, kept when it refused.
+  /// free checks the guard bands first: a broken one is LAUNCH_FAILED once the memory is freed.
   template <auto Slot>
   gpuplug_status_t release(std::uint64_t ptr) {
     if (ptr == 0) return call_next<Slot>(ptr);  // a no-op, as abi.h says
     std::string why;
     std::optional<MemoryRecord::Taken> taken = memory_.take(ptr, why);
     if (!taken) return refuse(why);
-    const gpuplug_status_t st = call_next<Slot>(ptr);
-    if (st == GPUPLUG_STATUS_SUCCESS) {
-      memory_.freed(std::move(*taken));
-    } else {
+    std::string broken;
+    const gpuplug_status_t st = same_slot<Slot, &gpuplug_plugin_v1::free>
+                                    ? guards_.free(ptr, taken->allocation.bytes,
+                                                   taken->allocation.site, broken)
+                                    : call_next<Slot>(ptr);
+    if (st != GPUPLUG_STATUS_SUCCESS) {
       memory_.restore(std::move(*taken));
+      return st;
     }
+    memory_.freed(std::move(*taken));
+    if (!broken.empty())
+      return fail(GPUPLUG_STATUS_LAUNCH_FAILED, broken + " (the allocation was freed)");
     return st;
   }
   // Interop (ABI 1.2): an imported range is memory of the backend like an allocation, freed
@@ -98,6 +102,7 @@ class ValidateLayer final : public LayerBase {
     if (st != GPUPLUG_STATUS_SUCCESS) return st;
     try {
       memory_.allocated(*out, bytes, site != nullptr ? site : "import", false);
+      guards_.imported(bytes, site != nullptr ? site : "import");
     } catch (...) {
       call_next<&gpuplug_plugin_v1::free>(*out);
       throw;
@@ -232,13 +237,23 @@ class ValidateLayer final : public LayerBase {
     return call_next<&gpuplug_plugin_v1::memset_d8>(dst, value, bytes, stream);
   }
   gpuplug_status_t sweep_unreleased(gpuplug_ledger_stats_t* swept) {
-    const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::sweep_unreleased>(swept);
+    const gpuplug_status_t st = guards_.sweep(swept);
     if (st == GPUPLUG_STATUS_SUCCESS) {
       memory_.swept();
       mapped_.swept();
     }
     return st;
   }
+  // The ledger in the user's sizes: the level below counts the guard bands.
+  gpuplug_status_t ledger_stats(gpuplug_ledger_stats_t* out) { return guards_.ledger_stats(out); }
+  gpuplug_status_t ledger_reset_peak() { return guards_.reset_peak(); }
+  gpuplug_status_t ledger_scope_begin(std::uint64_t* scope) { return guards_.scope_begin(scope); }
+  gpuplug_status_t ledger_scope_end(std::uint64_t scope, std::uint64_t* peak, std::int64_t* net) {
+    return guards_.scope_end(scope, peak, net);
+  }
+  std::size_t ledger_snapshot(char* buf, std::size_t size) { return guards_.snapshot(buf, size); }
+  /// The broken guard bands now (GpuBackend::scan_redzones).
+  gpuplug_status_t scan_redzones(std::size_t& broken) { return guards_.scan(broken); }
 
   // ---- streams
 
@@ -259,7 +274,10 @@ class ValidateLayer final : public LayerBase {
   }
   gpuplug_status_t stream_synchronize(std::uint64_t stream) {
     if (auto why = check_stream(stream); !why.empty()) return refuse(why);
-    return call_next<&gpuplug_plugin_v1::stream_synchronize>(stream);
+    return bands_checked(call_next<&gpuplug_plugin_v1::stream_synchronize>(stream));
+  }
+  gpuplug_status_t synchronize() {
+    return bands_checked(call_next<&gpuplug_plugin_v1::synchronize>());
   }
 
   // ---- events
@@ -340,24 +358,14 @@ class ValidateLayer final : public LayerBase {
     if (st != GPUPLUG_STATUS_SUCCESS) return st;
     memory_.module_unloaded(name);
     std::lock_guard lock(handles_mutex_);
-    for (auto& [handle, f] : functions_) {
-      if (f.unloaded || f.module != name) continue;
-      f.unloaded = true;
-      unloaded_order_.push_back(handle);
-    }
-    // Bounded: a program that reloads modules forever forgets the oldest unloaded handles.
-    while (unloaded_order_.size() > kRecentCapacity) {
-      auto it = functions_.find(unloaded_order_.front());
-      if (it != functions_.end() && it->second.unloaded) functions_.erase(it);
-      unloaded_order_.pop_front();
-    }
+    functions_.unloaded(name);
     return st;
   }
   gpuplug_status_t get_function(const char* module, const char* func, std::uint64_t* out) {
     const gpuplug_status_t st = call_next<&gpuplug_plugin_v1::get_function>(module, func, out);
     if (st == GPUPLUG_STATUS_SUCCESS) {
       std::lock_guard lock(handles_mutex_);
-      functions_.insert_or_assign(*out, Function{module, func, false});
+      functions_.resolved(*out, module, func);
     }
     return st;
   }
@@ -394,29 +402,37 @@ class ValidateLayer final : public LayerBase {
   template <auto Slot>
   gpuplug_status_t record_alloc(std::uint64_t bytes, const char* site, std::uint64_t* out,
                                 bool managed) {
-    const gpuplug_status_t st = call_next<Slot>(bytes, site, out);
+    constexpr bool arena = same_slot<Slot, &gpuplug_plugin_v1::alloc_arena>;
+    const gpuplug_status_t st =
+        arena ? call_next<Slot>(bytes, site, out) : guards_.allocate(managed, bytes, site, out);
     if (st != GPUPLUG_STATUS_SUCCESS) return st;
     try {
       memory_.allocated(*out, bytes, site, managed);
     } catch (...) {
-      call_next<&gpuplug_plugin_v1::free>(*out);
+      if (arena) {
+        call_next<&gpuplug_plugin_v1::free_arena>(*out);
+      } else {
+        guards_.discard(*out, bytes, site);
+      }
       throw;
     }
+    return st;
+  }
+  /// A synchronize's status: after a successful one, LAUNCH_FAILED for a guard band newly found
+  /// broken (GuardBands::check).
+  gpuplug_status_t bands_checked(gpuplug_status_t st) {
+    if (st != GPUPLUG_STATUS_SUCCESS) return st;
+    std::string broken;
+    st = guards_.check(broken);
+    if (st == GPUPLUG_STATUS_SUCCESS && !broken.empty())
+      return fail(GPUPLUG_STATUS_LAUNCH_FAILED, broken);
     return st;
   }
   /// destroy: the streams and events never destroyed, named in one warning.
   void warn_live_handles() {
     std::lock_guard lock(handles_mutex_);
-    const auto& streams = streams_.live();
-    const auto& events = events_.live();
-    if (streams.empty() && events.empty()) return;
-    std::string what;
-    if (!streams.empty())
-      what += std::to_string(streams.size()) + (streams.size() == 1 ? " stream" : " streams") +
-              " (" + list_handles(streams) + ")";
-    if (!events.empty())
-      what += std::string(what.empty() ? "" : " and ") + std::to_string(events.size()) +
-              (events.size() == 1 ? " event" : " events") + " (" + list_handles(events) + ")";
+    const std::string what = layers::describe_live(streams_, events_);
+    if (what.empty()) return;
     log(GPUPLUG_LOG_WARNING,
         "validate: destroyed with " + what + " still live: destroy them before the backend");
   }
@@ -452,22 +468,12 @@ class ValidateLayer final : public LayerBase {
   }
   std::string check_function(std::uint64_t function) const {
     std::lock_guard lock(handles_mutex_);
-    auto it = functions_.find(function);
-    if (it == functions_.end())
-      return "function " + hex(function) +
-             " was not resolved on this backend (get_function of another backend, or never "
-             "resolved)";
-    if (it->second.unloaded)
-      return "function " + hex(function) + " is " + it->second.module + "::" + it->second.func +
-             ", whose module " + it->second.module + " was unloaded";
-    return {};
+    return functions_.check(function);
   }
   /// "axpy::axpy_f32" for a handle known here (check_function passed).
   std::string describe_function(std::uint64_t function) const {
     std::lock_guard lock(handles_mutex_);
-    auto it = functions_.find(function);
-    if (it == functions_.end()) return hex(function);
-    return it->second.module + "::" + it->second.func;
+    return functions_.describe(function);
   }
 
   static std::uint64_t address_of(const void* p) noexcept {
@@ -476,13 +482,13 @@ class ValidateLayer final : public LayerBase {
 
   MemoryRecord memory_;
   MappedRecord mapped_;
+  GuardBands guards_;
   // Streams, events and kernel handles of this backend: few, so one mutex.
   mutable std::mutex handles_mutex_;
   HandleSet streams_{"stream"};
   HandleSet events_{"event"};
   HandleSet graphs_{"graph"};
-  std::unordered_map<std::uint64_t, Function> functions_;  // by handle
-  std::deque<std::uint64_t> unloaded_order_;               // handles marked unloaded, oldest first
+  FunctionSet functions_;
 };
 
 }  // namespace gpuplug::detail::validate

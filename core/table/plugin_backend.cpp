@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "layers/layer_stack.hpp"
+#include "layers/validate.hpp"
 #include "memory/host_memory.hpp"
 
 namespace gpuplug::detail {
@@ -79,6 +80,7 @@ PluginBackend::PluginBackend(std::shared_ptr<const boost::dll::shared_library> l
                              [](const auto& layer) {
                                return layer->name == "validate" && layer->origin == "built-in";
                              });
+    validate_instance_ = layers_->builtin_instance(validate_layer());
     log(LogLevel::debug, name_, "created with layers " + layers_->names());
     return;
   }

@@ -148,6 +148,9 @@ class PluginBackend final : public GpuBackend {
   /// True when the built-in validate layer is among them: the OpCaches bound to this backend
   /// then also check that `release` has the cache to itself (docs/layers.md, "validate").
   bool validates() const noexcept { return validates_; }
+  /// GpuBackend::scan_redzones: the validate layer's broken guard bands now; 0 without it.
+  /// Throws Error naming "scan_redzones" when they cannot be read back.
+  std::size_t scan_guard_bands();
 
   // For the optional-slot thunks and defaults: the top level's table and instance (the plugin's
   // when no layer is enabled).
@@ -216,6 +219,7 @@ class PluginBackend final : public GpuBackend {
   std::vector<std::pair<void*, std::size_t>> kept_pinned_;
   KernelSignatures signatures_;  // `<func>_args` of every kernel resolved, by handle
   bool validates_ = false;
+  gpuplug_instance_t validate_instance_ = nullptr;  // the validate layer's level, when enabled
   // memory_info's integrated-GPU rule: whether device_memory_limit was given (then the limit is
   // the budget), and the device's class, asked once.
   bool memory_limited_ = false;

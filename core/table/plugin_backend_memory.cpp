@@ -3,6 +3,7 @@
 // defaults, arenas (ABI 1.3), and the allocations' out-of-memory path.
 #include <cstring>
 
+#include "layers/validate.hpp"
 #include "table/plugin_backend.hpp"
 
 namespace gpuplug::detail {
@@ -42,6 +43,13 @@ MemorySnapshot PluginBackend::ledger_snapshot() {
   }
   throw Error(Status::internal, name_, "memory_snapshot",
               "the plugin's ledger_snapshot kept growing while it was read");
+}
+
+std::size_t PluginBackend::scan_guard_bands() {
+  if (validate_instance_ == nullptr) return 0;
+  std::size_t broken = 0;
+  check(validate_scan_redzones(validate_instance_, &broken), "scan_redzones");
+  return broken;
 }
 
 void PluginBackend::reset_peak() { check(optional_.ledger_reset_peak(*this), "reset_peak"); }

@@ -299,6 +299,12 @@ class GpuBackend {
   virtual std::string alloc_report(std::size_t top_n = 10) = 0;
   /// Frees everything still live on the ledger (logged as a warning); returns what was swept.
   virtual LedgerStats sweep_unreleased() = 0;
+  /// With the validate layer (docs/layers.md, "Guard bands"): reads every live allocation's
+  /// guard bands back now and returns how many bands are broken (written by a kernel past the
+  /// end or before the start of its allocation), whether a synchronize reported them already or
+  /// not; nothing is logged. 0 on a backend without the validate layer (or not plugin-backed).
+  /// Throws Error naming "scan_redzones" when the bands cannot be read back.
+  std::size_t scan_redzones();
 
   // ---- memory you can see (docs/memory.md)
   /// The ledger (each live allocation, per-site totals and peaks, the last `memory_history`

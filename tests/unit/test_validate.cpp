@@ -154,6 +154,9 @@ BOOST_AUTO_TEST_SUITE(memory)
 BOOST_AUTO_TEST_CASE(use_after_free_names_the_allocation_and_its_site) {
   Validated v;
   const DevicePtr p = v.gpu->alloc(4096, "load_weights");
+  // Made before the free, so that the allocator cannot hand p's memory out again for it (the
+  // guard bands make the two sizes close enough for a heap to split the freed block).
+  const DevicePtr scratch = v.gpu->alloc(16, "scratch");
   v.gpu->free(p);
   std::vector<std::uint8_t> host(16);
   refused([&] { v.gpu->copy_d2h(host.data(), p, 16); }, "copy_d2h",
@@ -161,8 +164,9 @@ BOOST_AUTO_TEST_CASE(use_after_free_names_the_allocation_and_its_site) {
   refused([&] { v.gpu->memset(p + 8, 0, 8); }, "memset",
           hex(p.value + 8) + " is inside " + hex(p.value) +
               " (offset 8), which was freed (allocated by load_weights, 4096 bytes)");
-  refused([&] { v.gpu->copy_d2d(v.gpu->alloc(16, "scratch"), p, 16); }, "copy_d2d",
+  refused([&] { v.gpu->copy_d2d(scratch, p, 16); }, "copy_d2d",
           "source " + hex(p.value) + " was freed");
+  v.gpu->free(scratch);
 }
 
 BOOST_AUTO_TEST_CASE(double_free_names_the_first_allocation) {
