@@ -234,7 +234,6 @@ void bind_dlpack(py::module_& m) {
      "elements (default: row-major); offset in bytes. Every element must lie inside the buffer.");
 
   m.def("_from_dlpack", &import_capsule, py::arg("x"), py::arg("backend"), py::arg("writable") = false);
-  m.def("_dlpack_device", [](const Backend& b) { return device_of(*b.get("from_dlpack")); });
 }
 
 }  // namespace gpuplug::python

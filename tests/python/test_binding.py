@@ -34,6 +34,18 @@ def test_create_select_and_refusals(registry):
     with pytest.raises(gpuplug.Error) as e:
         registry.create("host:x")
     assert e.value.status == "invalid_argument"
+    assert [b.name for b in registry.create_all("host")] == ["host:0"]
+    assert registry.search_path() and all(isinstance(p, str) for p in registry.search_path())
+
+
+def test_with_block_releases_on_an_exception_too(registry):
+    with pytest.raises(ZeroDivisionError):
+        with registry.create("host!") as gpu:
+            buf = gpu.alloc(8)
+            1 / 0
+    assert gpu.released
+    assert buf.nbytes == 8 and buf.backend.name == "host:0"  # the buffer keeps the backend
+    buf.backend.free(buf)
 
 
 @pytest.mark.parametrize("make", [bytes, bytearray, lambda b: memoryview(bytearray(b)),
@@ -140,6 +152,10 @@ def test_streams_and_events(gpu):
         gpu.record(ev, s)
         ev.synchronize()
         assert ev.query()
+        end = gpu.create_event()
+        gpu.record(end, s)
+        end.synchronize()
+        assert gpu.elapsed_ms(ev, end) >= 0
         s.synchronize()
     assert s.destroyed
     with pytest.raises(gpuplug.Error):
@@ -197,3 +213,33 @@ def test_launch_refuses_wrong_arguments(gpu):
     with pytest.raises(gpuplug.Error) as e:
         gpu.kernel("axpy", "no_such_kernel")
     assert e.value.status == "not_found"
+
+
+def test_type_stubs_match_the_module():
+    import ast
+    import pathlib
+
+    package = pathlib.Path(gpuplug.__file__).parent
+    assert (package / "py.typed").exists()
+    tree = ast.parse((package / "_gpuplug.pyi").read_text())
+    stubbed = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            stubbed[node.name] = {n.name for n in node.body if isinstance(n, ast.FunctionDef)} | {
+                n.target.id for n in node.body if isinstance(n, ast.AnnAssign)}
+        elif isinstance(node, ast.FunctionDef):
+            stubbed[node.name] = None
+        elif isinstance(node, ast.AnnAssign):
+            stubbed[node.target.id] = None
+    runtime = {n for n in dir(gpuplug._gpuplug) if not n.startswith("__") or n == "__version__"}
+    assert runtime - set(stubbed) == set(), "in the module, not in _gpuplug.pyi"
+    assert {n for n in stubbed if not n.startswith("_")} - runtime == set(), "in _gpuplug.pyi, not in the module"
+    for name, members in stubbed.items():
+        if members is None:
+            continue
+        cls = getattr(gpuplug._gpuplug, name)
+        inherited = set(dir(RuntimeError)) if issubclass(cls, BaseException) else set()
+        public = {m for m in dir(cls) if not m.startswith("_") and m not in inherited} | (
+            {"__dlpack__", "__dlpack_device__"} & set(dir(cls)))
+        assert members >= public, f"{name}: {sorted(public - members)} not in _gpuplug.pyi"
+        assert members - set(dir(cls)) == set(), f"{name}: {sorted(members - set(dir(cls)))} only in _gpuplug.pyi"
