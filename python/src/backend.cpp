@@ -11,7 +11,7 @@ namespace gpuplug::python {
 Backend::Backend(std::shared_ptr<GpuBackend> backend)
     : backend_(std::move(backend)), name_(backend_ ? std::string(backend_->name()) : "") {}
 
-const std::shared_ptr<GpuBackend>& Backend::get(const char* operation) const {
+std::shared_ptr<GpuBackend> Backend::get(const char* operation) const {
   if (!backend_) refuse(name_, operation, "this GpuBackend was released (its `with` block ended)");
   return backend_;
 }

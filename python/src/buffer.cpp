@@ -11,7 +11,7 @@ BufferState::BufferState(std::shared_ptr<GpuBackend> b, DevicePtr p, std::size_t
     : backend(std::move(b)), ptr(p), nbytes(n), imported(import) {}
 
 BufferState::~BufferState() {
-  const std::lock_guard lock(mutex_);
+  const std::unique_lock lock(mutex_);
   if (freed_) return;
   try {
     release_memory();
@@ -38,18 +38,22 @@ void BufferState::release_memory() {
 }
 
 bool BufferState::freed() const {
-  const std::lock_guard lock(mutex_);
+  const std::shared_lock lock(mutex_);
   return freed_;
 }
 
 DevicePtr BufferState::live_ptr(const char* operation) const {
-  const std::lock_guard lock(mutex_);
+  return use(operation).first;
+}
+
+std::pair<DevicePtr, std::shared_lock<std::shared_mutex>> BufferState::use(const char* operation) const {
+  std::shared_lock lock(mutex_);
   if (freed_) refuse(std::string(backend->name()), operation, "the buffer was freed");
-  return ptr;
+  return {ptr, std::move(lock)};
 }
 
 void BufferState::free(const char* operation) {
-  const std::lock_guard lock(mutex_);
+  const std::unique_lock lock(mutex_);
   if (freed_) refuse(std::string(backend->name()), operation, "the buffer was freed already");
   if (const auto n = exports.load(); n > 0) {
     refuse(std::string(backend->name()), operation,
@@ -163,8 +167,8 @@ void bind_memory(py::class_<Backend>& cls) {
         if (n > dst->nbytes)
           refuse(b.name(), "copy_h2d", "the source has " + std::to_string(n) + " bytes, the buffer " +
                                            std::to_string(dst->nbytes));
-        const DevicePtr p = dst->live_ptr("copy_h2d");
         py::gil_scoped_release u;
+        const auto [p, in_use] = dst->use("copy_h2d");
         gpu->copy_h2d(p, host.data(), n);
       }, py::arg("dst"), py::arg("src"), py::arg("nbytes") = py::none(),
       "Copies src's bytes (any buffer-protocol object; all of them unless nbytes) to dst.")
@@ -179,8 +183,8 @@ void bind_memory(py::class_<Backend>& cls) {
         if (n > src->nbytes)
           refuse(b.name(), "copy_d2h", "the destination has room for " + std::to_string(n) +
                                            " bytes, the buffer holds " + std::to_string(src->nbytes));
-        const DevicePtr p = src->live_ptr("copy_d2h");
         py::gil_scoped_release u;
+        const auto [p, in_use] = src->use("copy_d2h");
         gpu->copy_d2h(host.data(), p, n);
       }, py::arg("dst"), py::arg("src"), py::arg("nbytes") = py::none(),
       "Copies the buffer's bytes into dst (a writable buffer-protocol object; all of it unless nbytes).")
@@ -192,9 +196,14 @@ void bind_memory(py::class_<Backend>& cls) {
         if (n > src->nbytes || n > dst->nbytes)
           refuse(b.name(), "copy_d2d", std::to_string(n) + " bytes from a buffer of " + std::to_string(src->nbytes) +
                                            " to one of " + std::to_string(dst->nbytes));
-        const DevicePtr d = dst->live_ptr("copy_d2d"), s = src->live_ptr("copy_d2d");
         py::gil_scoped_release u;
-        gpu->copy_d2d(d, s, n);
+        const auto [d, dst_in_use] = dst->use("copy_d2d");
+        if (src == dst) {  // one shared lock: a second one could wait behind a waiting free
+          gpu->copy_d2d(d, d, n);
+        } else {
+          const auto [s, src_in_use] = src->use("copy_d2d");
+          gpu->copy_d2d(d, s, n);
+        }
       }, py::arg("dst"), py::arg("src"), py::arg("nbytes") = py::none())
       .def("memset", [](Backend& b, const BufferPtr& dst, int value, std::optional<std::size_t> nbytes, py::object stream) {
         const auto& gpu = b.get("memset");
@@ -204,8 +213,8 @@ void bind_memory(py::class_<Backend>& cls) {
         if (n > dst->nbytes)
           refuse(b.name(), "memset", std::to_string(n) + " bytes into a buffer of " + std::to_string(dst->nbytes));
         const Stream s = stream_of(stream, *gpu, "memset");
-        const DevicePtr p = dst->live_ptr("memset");
         py::gil_scoped_release u;
+        const auto [p, in_use] = dst->use("memset");
         gpu->memset(p, static_cast<std::uint8_t>(value), n, s);
       }, py::arg("buffer"), py::arg("value"), py::arg("nbytes") = py::none(), py::arg("stream") = py::none(),
       "Sets nbytes (default: all) bytes to value, ordered on stream (asynchronous).");

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -24,8 +25,9 @@ namespace py = pybind11;
 class Backend {
  public:
   explicit Backend(std::shared_ptr<GpuBackend> backend);
-  /// The backend; Error(invalid_argument) naming it once released.
-  const std::shared_ptr<GpuBackend>& get(const char* operation) const;
+  /// The backend (a reference of the caller's own, so that a release() from another thread
+  /// while the GIL is let go cannot destroy it mid-call); Error(invalid_argument) once released.
+  std::shared_ptr<GpuBackend> get(const char* operation) const;
   void release() noexcept;
   bool released() const noexcept { return backend_ == nullptr; }
   const std::string& name() const noexcept { return name_; }
@@ -64,13 +66,16 @@ struct BufferState {
   ~BufferState();
   /// The pointer; Error(invalid_argument) naming `operation` once freed.
   DevicePtr live_ptr(const char* operation) const;
+  /// The pointer, kept live while the lock is held: free() waits for it. Taken with the GIL
+  /// released (free() waits holding the GIL), and let go of before the GIL is taken again.
+  std::pair<DevicePtr, std::shared_lock<std::shared_mutex>> use(const char* operation) const;
   /// Frees now. Error(invalid_argument) when already freed or while DLPack exports are live.
   void free(const char* operation);
   bool freed() const;
 
  private:
   void release_memory();  // mutex_ held
-  mutable std::mutex mutex_;
+  mutable std::shared_mutex mutex_;  // shared: a use of the memory; unique: freeing it
   bool freed_ = false;
 };
 

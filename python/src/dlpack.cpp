@@ -68,7 +68,7 @@ py::object export_capsule(const BufferPtr& buf, std::uint64_t offset, const std:
                           const std::vector<std::int64_t>& strides, DLDataType dtype, bool read_only,
                           const py::object& max_version, const py::object& dl_device, const py::object& copy) {
   GpuBackend& gpu = *buf->backend;
-  const DevicePtr ptr = buf->live_ptr("to_dlpack");
+  buf->live_ptr("to_dlpack");
   if (!copy.is_none() && copy.cast<bool>())
     throw py::buffer_error(std::string(gpu.name()) + ": to_dlpack: gpuplug exports without copying (copy=True)");
   if (!dl_device.is_none() && !dl_device.equal(device_of(gpu)))
@@ -79,10 +79,20 @@ py::object export_capsule(const BufferPtr& buf, std::uint64_t offset, const std:
   if (read_only && !versioned)
     throw py::buffer_error(std::string(gpu.name()) + ": to_dlpack: a read-only view needs a DLPack 1.0 consumer "
                            "(the legacy capsule cannot say read-only)");
+  DevicePtr ptr;
   {
+    // Counted as an export from here (free() refuses then), checked live under the same lock.
+    const auto [p, in_use] = buf->use("to_dlpack");
+    ptr = p;
+    buf->exports.fetch_add(1);
+  }
+  try {
     // Work queued on any stream of the backend is done before the consumer sees the memory.
     py::gil_scoped_release u;
     gpu.synchronize();
+  } catch (...) {
+    buf->exports.fetch_sub(1);
+    throw;
   }
   DlpackExportOptions o;
   o.byte_offset = offset;
@@ -93,7 +103,6 @@ py::object export_capsule(const BufferPtr& buf, std::uint64_t offset, const std:
     (*keep)->exports.fetch_sub(1);
     keep->reset();
   };
-  buf->exports.fetch_add(1);
   void* tensor = nullptr;
   try {
     if (versioned) tensor = to_dlpack(buf->backend, ptr, shape, dtype, strides, o);

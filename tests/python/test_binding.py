@@ -243,3 +243,23 @@ def test_type_stubs_match_the_module():
             {"__dlpack__", "__dlpack_device__"} & set(dir(cls)))
         assert members >= public, f"{name}: {sorted(public - members)} not in _gpuplug.pyi"
         assert members - set(dir(cls)) == set(), f"{name}: {sorted(members - set(dir(cls)))} only in _gpuplug.pyi"
+
+
+def test_modules_from_bytes_and_files(gpu):
+    import pathlib
+
+    lib = pathlib.Path(gpuplug.__file__).resolve().parents[2] / "lib" / "gpuplug" / "kernels" / "host" / "axpy.so"
+    if not lib.exists():
+        pytest.skip(f"{lib} is not built")
+    gpu.load_module_file("from_file", str(lib))
+    gpu.load_module("from_bytes", lib.read_bytes())
+    assert gpu.has_module("from_file") and gpu.has_module("from_bytes")
+    assert gpu.kernel("from_bytes", "axpy").signature == [4, 4, 8, 8]
+    with pytest.raises(gpuplug.Error) as e:
+        gpu.load_module("from_bytes", lib.read_bytes())  # the name is taken
+    assert e.value.status == "invalid_argument"
+    with pytest.raises(gpuplug.Error) as e:
+        gpu.load_module("garbage", b"not an image")
+    assert e.value.status == "invalid_image" and "garbage" in e.value.message
+    gpu.unload_module("from_file")
+    assert not gpu.has_module("from_file")
