@@ -53,7 +53,7 @@ install(FILES
 # itself. Listed, not globbed: the test docs.installed fails when a page of docs/ is missing here.
 set(_gpuplug_docs architecture.md conformance.md device-check.md fuzzing.md gemm-pipeline.md
   graphs.md interop.md kernels.md layers.md lints.md logging.md memory.md opcache.md options.md
-  PERFORMANCE.md plugin-authors.md porting-from-the-seed.md quickstart.md test-matrix.md)
+  PERFORMANCE.md plugin-authors.md porting-from-the-seed.md python.md quickstart.md test-matrix.md)
 list(TRANSFORM _gpuplug_docs PREPEND ${PROJECT_SOURCE_DIR}/docs/)
 install(FILES ${_gpuplug_docs} ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/CHANGELOG.md
   DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT docs)

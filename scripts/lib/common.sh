@@ -16,6 +16,10 @@ GPUPLUG_DEBIAN_PACKAGES=(
   libxml2-utils  # xmllint: tool.matrix validates `gpuplug check --junit` against tools/gpuplug/junit.xsd
   chromium  # tool.matrix.page renders `gpuplug matrix --html` in a real (headless) browser
   python3-numpy  # dlpack.numpy: NumPy's from_dlpack reads gpuplug's tensors and the reverse
+  pybind11-dev  # python/: the extension gpuplug._gpuplug (headers and the pybind11 CMake package)
+  python3-pybind11  # cmake/GpuplugPython.cmake finds pybind11's CMake package through it
+  python3-pytest  # tests/python: the Python module's tests and its pytest plugin run under pytest
+  python3-torch  # tests/python/test_dlpack.py: PyTorch 1.13 (CPU) takes gpuplug's tensors and gives its own
   openmpi-bin libopenmpi-dev  # examples/mpi_allreduce: example.mpi_allreduce* run two ranks under mpirun
   hipcc libamdhip64-dev
   clang-19 lld-19 clang-tools-19  # the HIP targets HIP 5.2 cannot build (docs/device-check.md)
