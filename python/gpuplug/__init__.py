@@ -17,8 +17,12 @@ from ._gpuplug import (  # noqa: F401  (re-exported)
     Event,
     GpuBackend,
     Kernel,
+    MemoryScope,
+    OpCache,
     PluginRegistry,
     Stream,
+    Teardown,
+    TeardownError,
     __version__,
     abi_version,
     as_array,
@@ -26,7 +30,8 @@ from ._gpuplug import (  # noqa: F401  (re-exported)
 from . import _gpuplug
 
 __all__ = [
-    "ArrayView", "Buffer", "Error", "Event", "GpuBackend", "Kernel", "PluginRegistry", "Stream",
+    "ArrayView", "Buffer", "Error", "Event", "GpuBackend", "Kernel", "MemoryScope", "OpCache",
+    "PluginRegistry", "Stream", "Teardown", "TeardownError",
     "abi_version", "as_array", "from_dlpack", "host_backend", "__version__",
 ]
 

@@ -224,6 +224,8 @@ void bind_backend(py::module_& m) {
       }, py::arg("stream") = py::none(), "The vendor runtime's handles (vendor, device, context, stream).");
   bind_memory(cls);
   bind_launch(cls);
+  bind_model(m, cls);
+  bind_memory_scope(m, cls);
 }
 
 }  // namespace gpuplug::python

@@ -12,7 +12,7 @@ BufferState::BufferState(std::shared_ptr<GpuBackend> b, DevicePtr p, std::size_t
 
 BufferState::~BufferState() {
   const std::unique_lock lock(mutex_);
-  if (freed_) return;
+  if (freed_ || !owner.empty()) return;
   try {
     release_memory();
   } catch (...) {  // a destructor cannot fail; the backend logged the error
@@ -37,6 +37,11 @@ void BufferState::release_memory() {
   }
 }
 
+void BufferState::owner_released() {
+  const std::unique_lock lock(mutex_);
+  freed_ = true;
+}
+
 bool BufferState::freed() const {
   const std::shared_lock lock(mutex_);
   return freed_;
@@ -55,6 +60,10 @@ std::pair<DevicePtr, std::shared_lock<std::shared_mutex>> BufferState::use(const
 void BufferState::free(const char* operation) {
   const std::unique_lock lock(mutex_);
   if (freed_) refuse(std::string(backend->name()), operation, "the buffer was freed already");
+  if (!owner.empty()) {
+    refuse(std::string(backend->name()), operation,
+           "the buffer is " + owner + "'s memory: it is freed by that OpCache's release()");
+  }
   if (const auto n = exports.load(); n > 0) {
     refuse(std::string(backend->name()), operation,
            "the buffer has " + std::to_string(n) +

@@ -57,6 +57,10 @@ struct BufferState {
   DevicePtr ptr;
   std::size_t nbytes = 0;
   bool imported = false;
+  /// Non-empty for memory another object owns and frees (an OpCache's scratch: its label):
+  /// free() refuses it and the last reference frees nothing.
+  std::string owner;
+  std::shared_ptr<void> keep;  // what the owner needs kept while the buffer is (its OpCache)
   ImportLayout layout;  // imports only
   std::atomic<std::int64_t> exports{0};  // DLPack exports whose deleter has not run
 
@@ -71,6 +75,9 @@ struct BufferState {
   std::pair<DevicePtr, std::shared_lock<std::shared_mutex>> use(const char* operation) const;
   /// Frees now. Error(invalid_argument) when already freed or while DLPack exports are live.
   void free(const char* operation);
+  /// The owner freed the memory (or is about to): waits for uses in flight, then every later
+  /// use is refused as freed. Only for a buffer with an owner.
+  void owner_released();
   bool freed() const;
 
  private:
@@ -124,6 +131,12 @@ std::string dtype_name(DLDataType dtype);
 std::size_t dtype_bytes(DLDataType dtype);
 
 void bind_errors(py::module_& m);
+/// gpuplug.Error (a borrowed reference, valid once bind_errors ran).
+PyObject* error_class() noexcept;
+/// An instance of `type` (gpuplug.Error or a subclass) for e, its attributes set.
+py::object error_value(PyObject* type, const Error& e);
+/// The Status a gpuplug.Error's `status` text names; Status::internal for any other text.
+Status status_named(const std::string& name) noexcept;
 void bind_registry(py::module_& m);
 void bind_backend(py::module_& m);
 void bind_buffer(py::module_& m);
@@ -131,5 +144,7 @@ void bind_memory(py::class_<Backend>& backend);
 void bind_launch(py::class_<Backend>& backend);
 py::dict device_info_dict(const DeviceInfo& d);
 void bind_dlpack(py::module_& m);
+void bind_model(py::module_& m, py::class_<Backend>& backend);
+void bind_memory_scope(py::module_& m, py::class_<Backend>& backend);
 
 }  // namespace gpuplug::python

@@ -86,6 +86,24 @@ std::size_t dtype_bytes(DLDataType dtype) {
   return (static_cast<std::size_t>(dtype.bits) * dtype.lanes + 7) / 8;
 }
 
+PyObject* error_class() noexcept { return error_type; }
+
+py::object error_value(PyObject* type, const Error& e) {
+  py::object value = py::handle(type)(e.what());
+  value.attr("status") = to_string(e.status());
+  value.attr("backend") = e.backend();
+  value.attr("operation") = e.operation();
+  value.attr("message") = e.message();
+  return value;
+}
+
+Status status_named(const std::string& name) noexcept {
+  for (std::int32_t code = 0; code <= GPUPLUG_STATUS_CAPTURE_INVALIDATED; ++code) {
+    if (to_string(static_cast<Status>(code)) == name) return static_cast<Status>(code);
+  }
+  return Status::internal;
+}
+
 void bind_errors(py::module_& m) {
   error_type = PyErr_NewExceptionWithDoc(
       "gpuplug.Error",
@@ -101,13 +119,7 @@ void bind_errors(py::module_& m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const Error& e) {
-      py::handle t(error_type);
-      py::object value = t(e.what());
-      value.attr("status") = to_string(e.status());
-      value.attr("backend") = e.backend();
-      value.attr("operation") = e.operation();
-      value.attr("message") = e.message();
-      PyErr_SetObject(error_type, value.ptr());
+      PyErr_SetObject(error_type, error_value(error_type, e).ptr());
     }
   });
 }
