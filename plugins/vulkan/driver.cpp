@@ -117,8 +117,14 @@ void load(DriverApi& api) noexcept {
   info.pApplicationInfo = &app;
   if (const VkResult r = create_instance(&info, nullptr, &api.instance); r != VK_SUCCESS) {
     api.instance = VK_NULL_HANDLE;
-    set_message(api, r == VK_ERROR_INCOMPATIBLE_DRIVER ? GPUPLUG_PROBE_NO_DEVICE : GPUPLUG_PROBE_ERROR,
-                "%s", describe_error("vkCreateInstance", r).c_str());
+    // INCOMPATIBLE_DRIVER: the loader found no driver (ICD) for Vulkan 1.2, or none at all.
+    if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
+      set_message(api, GPUPLUG_PROBE_NO_DEVICE,
+                  "no device: %s (no Vulkan driver with Vulkan %s is installed; on Debian, "
+                  "mesa-vulkan-drivers has lavapipe)",
+                  describe_error("vkCreateInstance", r).c_str(), version_text(kMinimumApi).c_str());
+    else
+      set_message(api, GPUPLUG_PROBE_ERROR, "%s", describe_error("vkCreateInstance", r).c_str());
     return;
   }
   const char* missing = nullptr;
