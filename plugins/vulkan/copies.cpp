@@ -14,8 +14,8 @@ void transfer_barrier(const DeviceApi& vk, VkCommandBuffer cmd) {
   barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
   barrier.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
   barrier.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  vk.cmd_pipeline_barrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0,
-                          1, &barrier, 0, nullptr, 0, nullptr);
+  vk.cmd_pipeline_barrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1,
+                          &barrier, 0, nullptr, 0, nullptr);
 }
 
 void copy(const DeviceApi& vk, VkCommandBuffer cmd, VkBuffer src, std::uint64_t src_offset,
@@ -92,8 +92,8 @@ void VulkanDevice::vendor_copy_d2d(std::uint64_t dst, std::uint64_t src, std::ui
   const Location to = locate(dst);
   const Location from = locate(src);
   std::lock_guard lock(queue_mutex_);
-  const bool overlap = to.block == from.block && to.offset < from.offset + bytes &&
-                       from.offset < to.offset + bytes;
+  const bool overlap =
+      to.block == from.block && to.offset < from.offset + bytes && from.offset < to.offset + bytes;
   if (!overlap) {
     submit_and_wait("copy_d2d", [&](VkCommandBuffer cmd) {
       copy(vk_, cmd, from.block->buffer, from.offset, to.block->buffer, to.offset, bytes);

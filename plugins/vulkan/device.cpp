@@ -4,18 +4,17 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <thread>
 #include <cstring>
+#include <thread>
 
 namespace gpuplug::vulkan {
 namespace {
 
 // The RFC 4122 text form: xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
 void format_uuid(const std::uint8_t* b, char* out, std::size_t size) {
-  std::snprintf(out, size,
-                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-                b[14], b[15]);
+  std::snprintf(out, size, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+                b[13], b[14], b[15]);
 }
 
 gpuplug_device_class_t class_of(VkPhysicalDeviceType type) noexcept {
@@ -84,7 +83,7 @@ void describe(const DriverApi& api, std::uint32_t ordinal, gpuplug_device_info_t
   out.compute_units = p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU
                           ? std::max(1u, std::thread::hardware_concurrency())
                           : 1;
-  out.managed_memory = 1;  // host-visible, coherent blocks
+  out.managed_memory = 1;             // host-visible, coherent blocks
   out.concurrent_managed_access = 0;  // synchronize before the host touches managed memory
   out.has_pci = device.pci_bus_info ? 1 : 0;
   out.pci_domain = pci.pciDomain;
@@ -95,8 +94,8 @@ void describe(const DriverApi& api, std::uint32_t ordinal, gpuplug_device_info_t
   out.pci_device_id = p.vendorID <= 0xFFFF ? p.deviceID : 0;
   out.warp_size = subgroup.subgroupSize;
   out.max_shared_memory_per_block = p.limits.maxComputeSharedMemorySize;
-  std::snprintf(out.driver_version, sizeof out.driver_version, "%.31s %.31s", driver_props.driverName,
-                driver_props.driverInfo);
+  std::snprintf(out.driver_version, sizeof out.driver_version, "%.31s %.31s",
+                driver_props.driverName, driver_props.driverInfo);
   std::snprintf(out.runtime_version, sizeof out.runtime_version, "Vulkan %s",
                 version_text(p.apiVersion).c_str());
   out.device_class = class_of(p.deviceType);

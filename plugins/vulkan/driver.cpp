@@ -88,8 +88,8 @@ void load(DriverApi& api) noexcept {
   api.get_instance_proc_addr =
       reinterpret_cast<PFN_vkGetInstanceProcAddr>(dlsym(lib, "vkGetInstanceProcAddr"));
   if (api.get_instance_proc_addr == nullptr) {
-    set_message(api, GPUPLUG_PROBE_ERROR, "%s is not a Vulkan loader: it lacks vkGetInstanceProcAddr",
-                kLibrary);
+    set_message(api, GPUPLUG_PROBE_ERROR,
+                "%s is not a Vulkan loader: it lacks vkGetInstanceProcAddr", kLibrary);
     return;
   }
   auto enumerate_version = reinterpret_cast<PFN_vkEnumerateInstanceVersion>(
@@ -128,7 +128,7 @@ void load(DriverApi& api) noexcept {
     return;
   }
   const char* missing = nullptr;
-#define GPUPLUG_VK_RESOLVE(member, symbol)                                                  \
+#define GPUPLUG_VK_RESOLVE(member, symbol)                                                        \
   api.member = reinterpret_cast<PFN_##symbol>(api.get_instance_proc_addr(api.instance, #symbol)); \
   if (api.member == nullptr && missing == nullptr) missing = #symbol;
   GPUPLUG_VK_INSTANCE_ENTRY_POINTS(GPUPLUG_VK_RESOLVE)
@@ -142,7 +142,8 @@ void load(DriverApi& api) noexcept {
   std::uint32_t count = 0;
   if (const VkResult r = api.enumerate_physical_devices(api.instance, &count, nullptr);
       r != VK_SUCCESS) {
-    set_message(api, GPUPLUG_PROBE_ERROR, "%s", describe_error("vkEnumeratePhysicalDevices", r).c_str());
+    set_message(api, GPUPLUG_PROBE_ERROR, "%s",
+                describe_error("vkEnumeratePhysicalDevices", r).c_str());
     return;
   }
   std::vector<VkPhysicalDevice> handles(count);
@@ -161,14 +162,15 @@ void load(DriverApi& api) noexcept {
   }
   if (api.device_count == 0) {
     set_message(api, GPUPLUG_PROBE_NO_DEVICE, "no device: %s",
-                skipped.empty() ? "the Vulkan loader lists no physical device"
-                                : ("no Vulkan device has what gpuplug needs (" + skipped + ")").c_str());
+                skipped.empty()
+                    ? "the Vulkan loader lists no physical device"
+                    : ("no Vulkan device has what gpuplug needs (" + skipped + ")").c_str());
     return;
   }
-  set_message(api, GPUPLUG_PROBE_AVAILABLE, "Vulkan %s, %u device%s%s%s%s",
-              version_text(api.loader_version).c_str(), api.device_count,
-              api.device_count == 1 ? "" : "s", skipped.empty() ? "" : " (not offered: ",
-              skipped.c_str(), skipped.empty() ? "" : ")");
+  set_message(
+      api, GPUPLUG_PROBE_AVAILABLE, "Vulkan %s, %u device%s%s%s%s",
+      version_text(api.loader_version).c_str(), api.device_count, api.device_count == 1 ? "" : "s",
+      skipped.empty() ? "" : " (not offered: ", skipped.c_str(), skipped.empty() ? "" : ")");
 }
 
 }  // namespace
@@ -190,9 +192,9 @@ const DriverApi& driver() noexcept {
 
 DeviceApi load_device_api(const DriverApi& api, VkDevice device) {
   DeviceApi table;
-#define GPUPLUG_VK_RESOLVE(member, symbol)                                               \
+#define GPUPLUG_VK_RESOLVE(member, symbol)                                                  \
   table.member = reinterpret_cast<PFN_##symbol>(api.get_device_proc_addr(device, #symbol)); \
-  if (table.member == nullptr)                                                           \
+  if (table.member == nullptr)                                                              \
     sdk::fail(GPUPLUG_STATUS_UNAVAILABLE, "the Vulkan device does not provide " #symbol);
   GPUPLUG_VK_DEVICE_ENTRY_POINTS(GPUPLUG_VK_RESOLVE)
 #undef GPUPLUG_VK_RESOLVE

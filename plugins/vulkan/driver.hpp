@@ -20,51 +20,51 @@
 namespace gpuplug::vulkan {
 
 // Instance-level entry points (vkGetInstanceProcAddr with the instance). X(member, symbol).
-#define GPUPLUG_VK_INSTANCE_ENTRY_POINTS(X)                                   \
-  X(destroy_instance, vkDestroyInstance)                                      \
-  X(enumerate_physical_devices, vkEnumeratePhysicalDevices)                   \
-  X(get_physical_device_properties, vkGetPhysicalDeviceProperties)            \
-  X(get_physical_device_properties2, vkGetPhysicalDeviceProperties2)          \
-  X(get_physical_device_features2, vkGetPhysicalDeviceFeatures2)              \
-  X(get_physical_device_memory_properties, vkGetPhysicalDeviceMemoryProperties) \
+#define GPUPLUG_VK_INSTANCE_ENTRY_POINTS(X)                                                \
+  X(destroy_instance, vkDestroyInstance)                                                   \
+  X(enumerate_physical_devices, vkEnumeratePhysicalDevices)                                \
+  X(get_physical_device_properties, vkGetPhysicalDeviceProperties)                         \
+  X(get_physical_device_properties2, vkGetPhysicalDeviceProperties2)                       \
+  X(get_physical_device_features2, vkGetPhysicalDeviceFeatures2)                           \
+  X(get_physical_device_memory_properties, vkGetPhysicalDeviceMemoryProperties)            \
   X(get_physical_device_queue_family_properties, vkGetPhysicalDeviceQueueFamilyProperties) \
-  X(enumerate_device_extension_properties, vkEnumerateDeviceExtensionProperties) \
-  X(create_device, vkCreateDevice)                                            \
+  X(enumerate_device_extension_properties, vkEnumerateDeviceExtensionProperties)           \
+  X(create_device, vkCreateDevice)                                                         \
   X(get_device_proc_addr, vkGetDeviceProcAddr)
 
 // Device-level entry points (vkGetDeviceProcAddr with the device), resolved per VkDevice.
-#define GPUPLUG_VK_DEVICE_ENTRY_POINTS(X)                        \
-  X(destroy_device, vkDestroyDevice)                             \
-  X(device_wait_idle, vkDeviceWaitIdle)                          \
-  X(get_device_queue, vkGetDeviceQueue)                          \
-  X(queue_submit, vkQueueSubmit)                                 \
-  X(create_command_pool, vkCreateCommandPool)                    \
-  X(destroy_command_pool, vkDestroyCommandPool)                  \
-  X(allocate_command_buffers, vkAllocateCommandBuffers)          \
-  X(reset_command_buffer, vkResetCommandBuffer)                  \
-  X(begin_command_buffer, vkBeginCommandBuffer)                  \
-  X(end_command_buffer, vkEndCommandBuffer)                      \
-  X(cmd_copy_buffer, vkCmdCopyBuffer)                            \
-  X(cmd_fill_buffer, vkCmdFillBuffer)                            \
-  X(cmd_pipeline_barrier, vkCmdPipelineBarrier)                  \
-  X(create_fence, vkCreateFence)                                 \
-  X(destroy_fence, vkDestroyFence)                               \
-  X(wait_for_fences, vkWaitForFences)                            \
-  X(reset_fences, vkResetFences)                                 \
-  X(create_buffer, vkCreateBuffer)                               \
-  X(destroy_buffer, vkDestroyBuffer)                             \
+#define GPUPLUG_VK_DEVICE_ENTRY_POINTS(X)                          \
+  X(destroy_device, vkDestroyDevice)                               \
+  X(device_wait_idle, vkDeviceWaitIdle)                            \
+  X(get_device_queue, vkGetDeviceQueue)                            \
+  X(queue_submit, vkQueueSubmit)                                   \
+  X(create_command_pool, vkCreateCommandPool)                      \
+  X(destroy_command_pool, vkDestroyCommandPool)                    \
+  X(allocate_command_buffers, vkAllocateCommandBuffers)            \
+  X(reset_command_buffer, vkResetCommandBuffer)                    \
+  X(begin_command_buffer, vkBeginCommandBuffer)                    \
+  X(end_command_buffer, vkEndCommandBuffer)                        \
+  X(cmd_copy_buffer, vkCmdCopyBuffer)                              \
+  X(cmd_fill_buffer, vkCmdFillBuffer)                              \
+  X(cmd_pipeline_barrier, vkCmdPipelineBarrier)                    \
+  X(create_fence, vkCreateFence)                                   \
+  X(destroy_fence, vkDestroyFence)                                 \
+  X(wait_for_fences, vkWaitForFences)                              \
+  X(reset_fences, vkResetFences)                                   \
+  X(create_buffer, vkCreateBuffer)                                 \
+  X(destroy_buffer, vkDestroyBuffer)                               \
   X(get_buffer_memory_requirements, vkGetBufferMemoryRequirements) \
-  X(allocate_memory, vkAllocateMemory)                           \
-  X(free_memory, vkFreeMemory)                                   \
-  X(bind_buffer_memory, vkBindBufferMemory)                      \
-  X(map_memory, vkMapMemory)                                     \
+  X(allocate_memory, vkAllocateMemory)                             \
+  X(free_memory, vkFreeMemory)                                     \
+  X(bind_buffer_memory, vkBindBufferMemory)                        \
+  X(map_memory, vkMapMemory)                                       \
   X(get_buffer_device_address, vkGetBufferDeviceAddress)
 
 /// One physical device the instance enumerated, usable or not.
 struct PhysicalDevice {
   VkPhysicalDevice handle = VK_NULL_HANDLE;
   char name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE] = {};
-  const char* missing = nullptr;  // the first required feature it lacks (nullptr: usable)
+  const char* missing = nullptr;     // the first required feature it lacks (nullptr: usable)
   std::uint32_t compute_family = 0;  // a queue family with VK_QUEUE_COMPUTE_BIT
   bool pci_bus_info = false;         // VK_EXT_pci_bus_info is offered
 };
@@ -77,8 +77,8 @@ struct PhysicalDevice {
 struct DriverApi {
   static constexpr std::uint32_t kMaxDevices = 64;
   gpuplug_probe_reason_t reason = GPUPLUG_PROBE_ERROR;  // GPUPLUG_PROBE_AVAILABLE when usable
-  char message[480] = {};  // why unusable, or a summary
-  std::uint32_t loader_version = 0;  // vkEnumerateInstanceVersion
+  char message[480] = {};                               // why unusable, or a summary
+  std::uint32_t loader_version = 0;                     // vkEnumerateInstanceVersion
   VkInstance instance = VK_NULL_HANDLE;
   PFN_vkGetInstanceProcAddr get_instance_proc_addr = nullptr;
   // The usable devices, in enumeration order: gpuplug's ordinals.

@@ -41,9 +41,9 @@ Block VulkanDevice::make_block(std::uint64_t bytes, bool managed) {
             (memory_props_.memoryTypes[i].propertyFlags & want) == want)
           type = i;
       if (type == UINT32_MAX)
-        sdk::fail(GPUPLUG_STATUS_UNSUPPORTED,
-                  std::string("no memory type holds a ") + (managed ? "managed" : "device") +
-                      " buffer " + what);
+        sdk::fail(GPUPLUG_STATUS_UNSUPPORTED, std::string("no memory type holds a ") +
+                                                  (managed ? "managed" : "device") + " buffer " +
+                                                  what);
     }
     VkMemoryAllocateFlagsInfo flags{};
     flags.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO;
@@ -87,9 +87,8 @@ std::uint64_t VulkanDevice::carve(std::uint64_t bytes, bool managed) {
   const std::uint64_t need = round_up(bytes, kAlignment);
   if (bytes > max_allocation_ || need > max_allocation_)
     sdk::fail(GPUPLUG_STATUS_OUT_OF_MEMORY,
-              std::string(managed ? "alloc_managed" : "alloc") + " of " +
-                  std::to_string(bytes) + " bytes exceeds the device's largest buffer (" +
-                  std::to_string(max_allocation_) +
+              std::string(managed ? "alloc_managed" : "alloc") + " of " + std::to_string(bytes) +
+                  " bytes exceeds the device's largest buffer (" + std::to_string(max_allocation_) +
                   " bytes: the least of maxMemoryAllocationSize and maxBufferSize)");
   std::lock_guard lock(memory_mutex_);
   auto take = [&](Block& block) -> std::uint64_t {
@@ -122,9 +121,7 @@ std::uint64_t VulkanDevice::carve(std::uint64_t bytes, bool managed) {
 }
 
 std::uint64_t VulkanDevice::vendor_alloc(std::uint64_t bytes) { return carve(bytes, false); }
-std::uint64_t VulkanDevice::vendor_alloc_managed(std::uint64_t bytes) {
-  return carve(bytes, true);
-}
+std::uint64_t VulkanDevice::vendor_alloc_managed(std::uint64_t bytes) { return carve(bytes, true); }
 
 Location VulkanDevice::locate(std::uint64_t address) {
   std::lock_guard lock(memory_mutex_);
@@ -189,8 +186,7 @@ void* VulkanDevice::vendor_host_address(std::uint64_t ptr) {
   const Location at = locate(ptr);
   if (at.block->mapped == nullptr)
     sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
-              "device memory has no host address (pointer " + std::to_string(ptr) +
-                  ")");
+              "device memory has no host address (pointer " + std::to_string(ptr) + ")");
   return at.block->mapped + at.offset;
 }
 
