@@ -74,6 +74,10 @@ class VulkanDevice final : public sdk::Device {
   void vendor_memory_info(std::uint64_t& free_bytes, std::uint64_t& total_bytes) override;
   void vendor_device_info(gpuplug_device_info_t& out) override;
   void* vendor_host_address(std::uint64_t ptr) override;
+  // mapped host memory (mapped.cpp): carved from the managed (host-visible, mapped) blocks
+  sdk::MappedHost vendor_alloc_host_mapped(std::uint64_t bytes) override;
+  void vendor_free_host_mapped(void* host) override;
+  std::uint64_t vendor_host_ptr_to_device(void* host) override;
 
   // copies and memset (copies.cpp): complete when the call returns, so the async forms stage
   // nothing and need no synchronize
@@ -121,6 +125,8 @@ class VulkanDevice final : public sdk::Device {
   /// The block and offset of `address` (inside a live block; the SDK has checked the range).
   Location locate(std::uint64_t address);
   std::uint64_t carve(std::uint64_t bytes, bool managed);
+  /// The device address of `host` inside a mapped block; Failure(INVALID_ARGUMENT) otherwise.
+  std::uint64_t mapped_address(const void* host);
   /// Records `record(cmd)` into the command buffer, submits it and waits. Queue lock held.
   template <class Record>
   void submit_and_wait(const char* op, Record&& record);
