@@ -200,20 +200,6 @@ void VulkanDevice::vendor_device_info(gpuplug_device_info_t& out) {
   vendor_memory_info(out.free_memory, total);
 }
 
-// ---- streams: ordering tokens (every operation has completed when its call returns) -----------
-
-std::uint64_t VulkanDevice::vendor_stream_create() {
-  std::lock_guard lock(stream_mutex_);
-  return next_stream_++;
-}
-std::uint64_t VulkanDevice::vendor_stream_create_flags(std::uint32_t /*flags*/) {
-  // Blocking and non-blocking alike: work on no stream is ever left pending.
-  return vendor_stream_create();
-}
-void VulkanDevice::vendor_stream_destroy(std::uint64_t /*stream*/) {}
-void VulkanDevice::vendor_stream_synchronize(std::uint64_t /*stream*/) {}
-void VulkanDevice::vendor_synchronize() {}
-
 // ---- modules and launch ------------------------------------------------------------------------
 
 sdk::VendorModule VulkanDevice::vendor_load_module(std::string_view /*name*/,

@@ -3,6 +3,7 @@
 // blocks, copies).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -93,12 +94,20 @@ class VulkanDevice final : public sdk::Device {
   void vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
                         std::uint64_t stream) override;
 
-  // streams: ordering tokens (see above)
+  // streams and events (streams.cpp): ordering tokens (see above); an event records the host
+  // time at which the work before it had completed, which is when event_record returns
   std::uint64_t vendor_stream_create() override;
   std::uint64_t vendor_stream_create_flags(std::uint32_t flags) override;
   void vendor_stream_destroy(std::uint64_t stream) override;
   void vendor_stream_synchronize(std::uint64_t stream) override;
   void vendor_synchronize() override;
+  std::uint64_t vendor_event_create() override;
+  void vendor_event_destroy(std::uint64_t event) override;
+  void vendor_event_record(std::uint64_t event, std::uint64_t stream) override;
+  void vendor_stream_wait_event(std::uint64_t stream, std::uint64_t event) override;
+  void vendor_event_synchronize(std::uint64_t event) override;
+  bool vendor_event_query(std::uint64_t event) override;
+  float vendor_event_elapsed_ms(std::uint64_t start, std::uint64_t end) override;
 
   // modules and launch: UNSUPPORTED
   sdk::VendorModule vendor_load_module(std::string_view name,
@@ -153,8 +162,9 @@ class VulkanDevice final : public sdk::Device {
   sdk::detail::IntervalIndex index_;                      // the blocks, by address range
   std::uint64_t block_bytes_ = 0;                         // sum of live block sizes (device)
 
-  std::mutex stream_mutex_;
-  std::uint64_t next_stream_ = 1;
+  std::mutex stream_mutex_;  // the event times
+  // event -> when it was last recorded (absent: never recorded)
+  std::unordered_map<std::uint64_t, std::chrono::steady_clock::time_point> recorded_;
 };
 
 }  // namespace gpuplug::vulkan

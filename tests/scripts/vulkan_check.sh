@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # The Vulkan plugin on a real Vulkan device (lavapipe in CI): `gpuplug list` shows it available,
 # class emulator, and `auto` never picks it over host; `gpuplug check --backend vulkan:0` passes
-# the cases of what the plugin implements (memory, copies, memset, managed memory, host_address,
-# the ledger, streams as ordering) and fails none (the kernel cases are known failures until
-# kernels/vulkan exists). Exit 77 (skipped) when no Vulkan device is usable here, saying why.
+# the cases of what the plugin implements (memory, copies, memset, managed and mapped memory,
+# host_address, the ledger, streams and events as ordering) and fails none (the kernel cases are
+# known failures until kernels/vulkan exists). Exit 77 (skipped) when no Vulkan device is usable here, saying why.
 # Usage: vulkan_check.sh <gpuplug>
 set -uo pipefail
 gpuplug=$1
@@ -30,7 +30,8 @@ fi
 cases=(alloc_copy_roundtrip zero_byte_alloc double_free copy_out_of_range copies_async_and_d2d
        memset_ordered_on_stream sync_copies_complete_on_return managed_memory host_address
        device_memory_limit ledger_stats_and_report sweep_unreleased memory_and_device_info
-       streams stream_flags concurrent_alloc_free pitched_copies_keep_stream_order arena_swept)
+       streams stream_flags concurrent_alloc_free pitched_copies_keep_stream_order arena_swept
+       pinned_zeroed_on_ledger pinned_copy_memset pinned_swept events_eight_threads events_bad_input)
 args=()
 for c in "${cases[@]}"; do args+=(--case "$c"); done
 out=$(timeout 600 "$gpuplug" check --backend vulkan:0 "${args[@]}" 2>&1); rc=$?
