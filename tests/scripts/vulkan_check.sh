@@ -28,7 +28,7 @@ fi
 
 # The cases the plugin implements: each must pass, not skip.
 cases=(alloc_copy_roundtrip zero_byte_alloc double_free copy_out_of_range copies_async_and_d2d
-       memset_ordered_on_stream sync_copies_complete_on_return managed_memory host_address
+       memset_ordered_on_stream memset_any_offset_and_length sync_copies_complete_on_return managed_memory host_address
        device_memory_limit ledger_stats_and_report sweep_unreleased memory_and_device_info
        streams stream_flags concurrent_alloc_free pitched_copies_keep_stream_order arena_swept
        pinned_zeroed_on_ledger pinned_copy_memset pinned_swept events_eight_threads events_bad_input)
