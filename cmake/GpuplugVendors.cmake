@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-# Resolves GPUPLUG_WITH_CUDA / GPUPLUG_WITH_HIP (AUTO/ON/OFF) into GPUPLUG_BUILD_CUDA / _HIP,
+# Resolves GPUPLUG_WITH_CUDA / _HIP / _VULKAN (AUTO/ON/OFF) into GPUPLUG_BUILD_CUDA / _HIP / _VULKAN,
 # saying in the configure log why a vendor is skipped.
 include_guard(GLOBAL)
 
 # The GPU vendors gpuplug ships, once for the whole build: each has plugins/<vendor>,
 # kernels/<vendor>, an option GPUPLUG_WITH_<VENDOR> and a result GPUPLUG_BUILD_<VENDOR> (below).
-set(GPUPLUG_VENDORS cuda hip)
+# kernels/<vendor> is added where it exists (the Vulkan plugin has no kernel modules yet).
+set(GPUPLUG_VENDORS cuda hip vulkan)
 
 function(_gpuplug_vendor var label found why)
   string(TOUPPER "${${var}}" mode)
@@ -44,3 +45,12 @@ else()
   set(_hip_found FALSE)
 endif()
 _gpuplug_vendor(GPUPLUG_WITH_HIP "HIP" ${_hip_found} "hipcc or hip/hip_runtime_api.h not found (set ROCM_PATH)")
+
+# Vulkan: vulkan/vulkan.h only (libvulkan-dev). The loader, libvulkan.so.1, is dlopen'ed.
+find_path(GPUPLUG_VULKAN_INCLUDE_DIR vulkan/vulkan.h HINTS ENV VULKAN_SDK PATH_SUFFIXES include)
+if(GPUPLUG_VULKAN_INCLUDE_DIR)
+  set(_vulkan_found TRUE)
+else()
+  set(_vulkan_found FALSE)
+endif()
+_gpuplug_vendor(GPUPLUG_WITH_VULKAN "Vulkan" ${_vulkan_found} "vulkan/vulkan.h not found (install libvulkan-dev or set VULKAN_SDK)")

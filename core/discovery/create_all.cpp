@@ -18,7 +18,8 @@ namespace {
 /// - "name:1", "name:uuid=...", "name:pci=...": that device ("!" added; skipped when optional
 ///   and the plugin is not usable);
 /// - "auto": GPUPLUG_BACKEND's expansion when it is set (`from_env` then says so), else every
-///   device of every usable plugin but host, and host's devices only when there is no other.
+///   device of every usable plugin but host that is not an emulator or a CPU, host's devices
+///   only when there is none, and the emulated ones only when host is not usable either.
 std::vector<std::string> expand(std::string_view selector, const std::vector<PluginInfo>& found,
                                 bool allow_env) {
   auto usable = [&](std::string_view name) -> const PluginInfo* {
@@ -47,11 +48,24 @@ std::vector<std::string> expand(std::string_view selector, const std::vector<Plu
         for (std::string& s : expand(*env, found, /*allow_env=*/false)) out.push_back(std::move(s));
         continue;
       }
+      // The devices `auto` ranks above host come first; an emulator (lavapipe) or another
+      // plugin's CPU device, which auto ranks below host, only when there is neither.
+      auto emulated = [](const DeviceInfo& d) {
+        return d.device_class == DeviceClass::emulator || d.device_class == DeviceClass::cpu;
+      };
+      auto devices_where = [&](bool want_emulated) {
+        for (const PluginInfo& p : found) {
+          if (p.state != PluginState::available || p.name == "host") continue;
+          for (std::size_t i = 0; i < p.devices.size(); ++i)
+            if (emulated(p.devices[i]) == want_emulated)
+              out.push_back(p.name + ":" + std::to_string(i) + "!");
+        }
+      };
       const std::size_t before = out.size();
-      for (const PluginInfo& p : found)
-        if (p.state == PluginState::available && p.name != "host") all_devices(p, out);
+      devices_where(false);
       if (out.size() == before)
         if (const PluginInfo* host = usable("host")) all_devices(*host, out);
+      if (out.size() == before) devices_where(true);
     } else if (const PluginInfo* p = usable(name)) {
       all_devices(*p, out);
     } else if (required) {

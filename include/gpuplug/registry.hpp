@@ -231,7 +231,8 @@ class PluginRegistry {
   /// One backend per device `selector` names, each with its own OpCache and ledger, in the
   /// order named (docs/interop.md): "cuda" is every CUDA device, "cuda,hip" every device of
   /// both, "cuda:1" one device, "auto" (or GPUPLUG_BACKEND) every device of every usable GPU
-  /// plugin, or host's when there is none. A plugin that is not usable here is skipped unless
+  /// plugin (not class emulator or cpu: lavapipe is neither chosen nor created by auto while host
+  /// is usable), or host's when there is none. A plugin that is not usable here is skipped unless
   /// marked '!'; a device named twice gets one backend. Throws as create() does for a malformed
   /// selector, a required item that cannot be used or options a plugin refuses, and
   /// Error(not_found, "registry", "create_all") when the selector names no usable device.

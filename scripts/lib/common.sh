@@ -22,6 +22,9 @@ GPUPLUG_DEBIAN_PACKAGES=(
   python3-torch  # tests/python/test_dlpack.py: PyTorch 1.13 (CPU) takes gpuplug's tensors and gives its own
   openmpi-bin libopenmpi-dev  # examples/mpi_allreduce: example.mpi_allreduce* run two ranks under mpirun
   hipcc libamdhip64-dev
+  libvulkan-dev  # plugins/vulkan: vulkan/vulkan.h (the plugin dlopens libvulkan.so.1, never links it)
+  mesa-vulkan-drivers  # lavapipe: the Vulkan device script.vulkan_check and the matrix's vulkan row run on
+  glslc spirv-tools vulkan-validationlayers  # Vulkan kernels and the Khronos validation layer (next slices)
   clang-19 lld-19 clang-tools-19  # the HIP targets HIP 5.2 cannot build (docs/device-check.md)
 )
 

@@ -248,6 +248,36 @@ void memset_ordered_on_stream(Context& ctx) {
   gpu.destroy_stream(s);
 }
 
+void memset_any_offset_and_length(Context& ctx) {
+  // Every start offset modulo 8 and lengths around the 4-byte words a device fill may use
+  // (vkCmdFillBuffer, cuMemsetD32): the bytes around the range are untouched, the range exact.
+  GpuBackend& gpu = ctx.backend();
+  constexpr std::size_t kBytes = 4096 + 64;
+  DeviceBuffer b(gpu, kBytes);
+  std::vector<std::uint8_t> want(kBytes, 0x11);
+  gpu.copy_h2d(b.ptr(), want.data(), kBytes);
+  std::uint8_t value = 0x20;
+  for (const std::size_t length : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{4},
+                                   std::size_t{5}, std::size_t{7}, std::size_t{8}, std::size_t{13},
+                                   std::size_t{4000}, std::size_t{4095}}) {
+    for (std::size_t offset = 0; offset < 8; ++offset) {
+      const std::size_t at = offset + (length % 3) * 8;
+      gpu.memset(b.ptr() + at, value, length);
+      std::fill(want.begin() + static_cast<std::ptrdiff_t>(at),
+                want.begin() + static_cast<std::ptrdiff_t>(at + length), value);
+      const auto out = read_back(gpu, b.ptr(), kBytes);
+      const auto bad = std::mismatch(out.begin(), out.end(), want.begin());
+      GPUPLUG_CHECK_MSG(bad.first == out.end(),
+                        "after memset(offset " << at << ", " << length << " bytes, value "
+                                               << unsigned{value} << ") byte "
+                                               << (bad.first - out.begin()) << " is "
+                                               << unsigned{*bad.first} << ", expected "
+                                               << unsigned{*bad.second});
+      ++value;
+    }
+  }
+}
+
 void sync_copy_orders_after_default_stream(Context& ctx) {
   // Like CUDA's legacy default stream: a synchronous copy sees the default stream's earlier work.
   GpuBackend& gpu = ctx.backend();
@@ -503,6 +533,9 @@ const Case cases[] = {
      copies_async_and_d2d},
     {"memset_ordered_on_stream", "memsets and copies on one stream run in submission order",
      memset_ordered_on_stream},
+    {"memset_any_offset_and_length",
+     "memset sets exactly the bytes asked at any offset and length, and none around them",
+     memset_any_offset_and_length},
     {"sync_copy_orders_after_default_stream",
      "the default stream is ordered with every stream: synchronous copies and its launches see "
      "earlier work",

@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: Apache-2.0
+// VulkanDevice copies and memset: vkCmdCopyBuffer through the staging buffer, vkCmdFillBuffer.
+#include <algorithm>
+#include <cstring>
+
+#include "device.hpp"
+
+namespace gpuplug::vulkan {
+namespace {
+
+// Orders the transfers recorded before it with those after it (one command buffer).
+void transfer_barrier(const DeviceApi& vk, VkCommandBuffer cmd) {
+  VkMemoryBarrier barrier{};
+  barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  barrier.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+  barrier.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  vk.cmd_pipeline_barrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1,
+                          &barrier, 0, nullptr, 0, nullptr);
+}
+
+void copy(const DeviceApi& vk, VkCommandBuffer cmd, VkBuffer src, std::uint64_t src_offset,
+          VkBuffer dst, std::uint64_t dst_offset, std::uint64_t bytes) {
+  const VkBufferCopy region{src_offset, dst_offset, bytes};
+  vk.cmd_copy_buffer(cmd, src, dst, 1, &region);
+}
+
+}  // namespace
+
+template <class Record>
+void VulkanDevice::submit_and_wait(const char* op, Record&& record) {
+  check(vk_.reset_command_buffer(cmd_, 0), std::string(op) + ": vkResetCommandBuffer");
+  VkCommandBufferBeginInfo begin{};
+  begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+  begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  check(vk_.begin_command_buffer(cmd_, &begin), std::string(op) + ": vkBeginCommandBuffer");
+  record(cmd_);
+  // The host reads what the transfers wrote (d2h through the staging buffer, managed memory).
+  VkMemoryBarrier barrier{};
+  barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  barrier.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+  barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+  vk_.cmd_pipeline_barrier(cmd_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                           &barrier, 0, nullptr, 0, nullptr);
+  check(vk_.end_command_buffer(cmd_), std::string(op) + ": vkEndCommandBuffer");
+  VkSubmitInfo submit{};
+  submit.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+  submit.commandBufferCount = 1;
+  submit.pCommandBuffers = &cmd_;
+  check(vk_.queue_submit(queue_, 1, &submit, fence_), std::string(op) + ": vkQueueSubmit");
+  const VkResult waited = vk_.wait_for_fences(device_, 1, &fence_, VK_TRUE, UINT64_MAX);
+  check(vk_.reset_fences(device_, 1, &fence_), std::string(op) + ": vkResetFences");
+  check(waited, std::string(op) + ": vkWaitForFences");
+}
+
+void VulkanDevice::vendor_copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) {
+  const Location to = locate(dst);
+  const auto* from = static_cast<const std::byte*>(src);
+  if (to.block->mapped != nullptr) {  // managed: coherent, and no queued work touches it
+    std::memcpy(to.block->mapped + to.offset, from, bytes);
+    return;
+  }
+  std::lock_guard lock(queue_mutex_);
+  for (std::uint64_t done = 0; done < bytes;) {
+    const std::uint64_t n = std::min(bytes - done, kStagingBytes);
+    std::memcpy(staging_.mapped, from + done, n);
+    submit_and_wait("copy_h2d", [&](VkCommandBuffer cmd) {
+      copy(vk_, cmd, staging_.buffer, 0, to.block->buffer, to.offset + done, n);
+    });
+    done += n;
+  }
+}
+
+void VulkanDevice::vendor_copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) {
+  const Location from = locate(src);
+  auto* to = static_cast<std::byte*>(dst);
+  if (from.block->mapped != nullptr) {
+    std::memcpy(to, from.block->mapped + from.offset, bytes);
+    return;
+  }
+  std::lock_guard lock(queue_mutex_);
+  for (std::uint64_t done = 0; done < bytes;) {
+    const std::uint64_t n = std::min(bytes - done, kStagingBytes);
+    submit_and_wait("copy_d2h", [&](VkCommandBuffer cmd) {
+      copy(vk_, cmd, from.block->buffer, from.offset + done, staging_.buffer, 0, n);
+    });
+    std::memcpy(to + done, staging_.mapped, n);
+    done += n;
+  }
+}
+
+void VulkanDevice::vendor_copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) {
+  const Location to = locate(dst);
+  const Location from = locate(src);
+  std::lock_guard lock(queue_mutex_);
+  const bool overlap =
+      to.block == from.block && to.offset < from.offset + bytes && from.offset < to.offset + bytes;
+  if (!overlap) {
+    submit_and_wait("copy_d2d", [&](VkCommandBuffer cmd) {
+      copy(vk_, cmd, from.block->buffer, from.offset, to.block->buffer, to.offset, bytes);
+    });
+    return;
+  }
+  // Overlapping regions of one buffer are not allowed in one vkCmdCopyBuffer: through the
+  // staging buffer, in chunks ordered like memmove (backwards when the destination is later).
+  const bool backwards = to.offset > from.offset;
+  for (std::uint64_t done = 0; done < bytes;) {
+    const std::uint64_t n = std::min(bytes - done, kStagingBytes);
+    const std::uint64_t at = backwards ? bytes - done - n : done;
+    submit_and_wait("copy_d2d", [&](VkCommandBuffer cmd) {
+      copy(vk_, cmd, from.block->buffer, from.offset + at, staging_.buffer, 0, n);
+      transfer_barrier(vk_, cmd);
+      copy(vk_, cmd, staging_.buffer, 0, to.block->buffer, to.offset + at, n);
+    });
+    done += n;
+  }
+}
+
+// Every operation completes before its call returns (device.hpp), so the async copies are the
+// synchronous ones: copy_h2d_async's source is free at return, as the ABI asks.
+void VulkanDevice::vendor_copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
+                                         std::uint64_t /*stream*/) {
+  vendor_copy_h2d(dst, src, bytes);
+}
+void VulkanDevice::vendor_copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
+                                         std::uint64_t /*stream*/) {
+  vendor_copy_d2h(dst, src, bytes);
+}
+void VulkanDevice::vendor_copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
+                                         std::uint64_t /*stream*/) {
+  vendor_copy_d2d(dst, src, bytes);
+}
+
+void VulkanDevice::vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
+                                    std::uint64_t /*stream*/) {
+  const Location to = locate(dst);
+  if (to.block->mapped != nullptr) {
+    std::memset(to.block->mapped + to.offset, value, bytes);
+    return;
+  }
+  // vkCmdFillBuffer needs a 4-byte-aligned offset and size: it fills the aligned middle; the
+  // ragged ends (at most 3 bytes each) are copied from the staging buffer.
+  const std::uint64_t head = std::min<std::uint64_t>(bytes, (4 - to.offset % 4) % 4);
+  const std::uint64_t middle = (bytes - head) / 4 * 4;
+  const std::uint64_t tail = bytes - head - middle;
+  const std::uint32_t word = 0x01010101u * value;
+  std::lock_guard lock(queue_mutex_);
+  std::memset(staging_.mapped, value, 8);
+  submit_and_wait("memset_d8", [&](VkCommandBuffer cmd) {
+    if (head > 0) copy(vk_, cmd, staging_.buffer, 0, to.block->buffer, to.offset, head);
+    if (middle > 0) vk_.cmd_fill_buffer(cmd, to.block->buffer, to.offset + head, middle, word);
+    if (tail > 0)
+      copy(vk_, cmd, staging_.buffer, 0, to.block->buffer, to.offset + head + middle, tail);
+  });
+}
+
+}  // namespace gpuplug::vulkan

@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: Apache-2.0
+// VulkanDevice: one Vulkan physical device as a gpuplug backend instance (device, queue, memory
+// blocks, copies).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "driver.hpp"
+#include "interval_index.hpp"
+#include "plugin_sdk.hpp"
+
+namespace gpuplug::vulkan {
+
+/// Fills `out` for usable device `ordinal` (which the SDK has checked): identity from
+/// VkPhysicalDeviceProperties, the ID (UUID), driver and subgroup properties and
+/// VK_EXT_pci_bus_info when offered. A CPU device (lavapipe) is class emulator. Never creates a
+/// VkDevice.
+void describe(const DriverApi& api, std::uint32_t ordinal, gpuplug_device_info_t& out);
+
+/// One VkBuffer over one VkDeviceMemory, the allocations carved from it.
+struct Block {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  std::uint64_t address = 0;  // vkGetBufferDeviceAddress: the device address of offset 0
+  std::uint64_t size = 0;
+  std::byte* mapped = nullptr;  // host-visible blocks (managed memory): the persistent mapping
+  bool managed = false;
+  std::map<std::uint64_t, std::uint64_t> free;  // offset -> bytes, coalesced
+  std::map<std::uint64_t, std::uint64_t> used;  // offset -> bytes
+};
+
+/// Where a device address lies: its block and the offset in it.
+struct Location {
+  Block* block = nullptr;
+  std::uint64_t offset = 0;
+};
+
+/// One backend instance: a VkDevice on physical device `config.ordinal` with one compute queue.
+///
+/// Memory (memory.cpp): a device pointer is a buffer device address. Allocations are carved from
+/// large blocks (one VkBuffer each, storage | transfer src/dst | shader device address, memory
+/// allocated with VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT); an interval index over the blocks maps
+/// an address back to (buffer, offset). Managed memory comes from host-visible, coherent blocks,
+/// mapped for their life; host_address answers from the mapping.
+/// Work (copies.cpp): every copy and memset is recorded into the one command buffer, submitted to
+/// the queue and waited for before the call returns, under one lock. Streams are ordering tokens
+/// only: since every operation has completed when its call returns, every order the ABI asks of
+/// streams (the legacy default stream's included) holds, and a freed range is never still in use
+/// by queued work. Overlap of streams is what this gives up.
+/// Kernel modules and launch are UNSUPPORTED (naming this plugin).
+/// Thread-safety: every hook may run concurrently (memory and queue each have a lock).
+class VulkanDevice final : public sdk::Device {
+ public:
+  /// Creates the VkDevice (bufferDeviceAddress, timelineSemaphore, storageBuffer8BitAccess and
+  /// shaderInt64 enabled), its queue, command buffer, fence and staging buffer. Throws
+  /// sdk::Failure on a driver error.
+  explicit VulkanDevice(const sdk::DeviceConfig& config);
+  /// Frees every block and the device. Never throws.
+  ~VulkanDevice() override;
+
+  // memory (memory.cpp)
+  std::uint64_t vendor_alloc(std::uint64_t bytes) override;
+  std::uint64_t vendor_alloc_managed(std::uint64_t bytes) override;
+  void vendor_free(std::uint64_t ptr, gpuplug_alloc_kind_t kind) override;
+  void vendor_memory_info(std::uint64_t& free_bytes, std::uint64_t& total_bytes) override;
+  void vendor_device_info(gpuplug_device_info_t& out) override;
+  void* vendor_host_address(std::uint64_t ptr) override;
+  // mapped host memory (mapped.cpp): carved from the managed (host-visible, mapped) blocks
+  sdk::MappedHost vendor_alloc_host_mapped(std::uint64_t bytes) override;
+  void vendor_free_host_mapped(void* host) override;
+  std::uint64_t vendor_host_ptr_to_device(void* host) override;
+
+  // copies and memset (copies.cpp): complete when the call returns, so the async forms stage
+  // nothing and need no synchronize
+  void vendor_copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) override;
+  void vendor_copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) override;
+  void vendor_copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) override;
+  void vendor_copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
+                             std::uint64_t stream) override;
+  void vendor_copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
+                             std::uint64_t stream) override;
+  void vendor_copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
+                             std::uint64_t stream) override;
+  void vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
+                        std::uint64_t stream) override;
+
+  // streams and events (streams.cpp): ordering tokens (see above); an event records the host
+  // time at which the work before it had completed, which is when event_record returns
+  std::uint64_t vendor_stream_create() override;
+  std::uint64_t vendor_stream_create_flags(std::uint32_t flags) override;
+  void vendor_stream_destroy(std::uint64_t stream) override;
+  void vendor_stream_synchronize(std::uint64_t stream) override;
+  void vendor_synchronize() override;
+  std::uint64_t vendor_event_create() override;
+  void vendor_event_destroy(std::uint64_t event) override;
+  void vendor_event_record(std::uint64_t event, std::uint64_t stream) override;
+  void vendor_stream_wait_event(std::uint64_t stream, std::uint64_t event) override;
+  void vendor_event_synchronize(std::uint64_t event) override;
+  bool vendor_event_query(std::uint64_t event) override;
+  float vendor_event_elapsed_ms(std::uint64_t start, std::uint64_t end) override;
+
+  // modules and launch: UNSUPPORTED
+  sdk::VendorModule vendor_load_module(std::string_view name,
+                                       std::span<const std::byte> image) override;
+  void vendor_unload_module(sdk::VendorModule module) noexcept override;
+  std::uint64_t vendor_get_function(sdk::VendorModule module, const std::string& func) override;
+  std::vector<std::string> vendor_list_functions(sdk::VendorModule module) override;
+  std::optional<sdk::VendorGlobal> vendor_get_global(sdk::VendorModule module,
+                                                     const std::string& symbol) override;
+  std::vector<std::string> vendor_module_file_extensions() const override;
+  void vendor_launch(std::uint64_t function, gpuplug_dim3_t grid, gpuplug_dim3_t block,
+                     std::uint32_t shared_bytes, std::uint64_t stream, void** params) override;
+
+ private:
+  static constexpr std::uint64_t kStagingBytes = std::uint64_t{8} << 20;
+  static constexpr std::uint64_t kBlockBytes = std::uint64_t{64} << 20;
+  static constexpr std::uint64_t kAlignment = 256;  // every allocation's start
+
+  /// Frees every block, the queue's objects and the device. Never throws; idempotent.
+  void release() noexcept;
+  /// A new block of `bytes`, not yet filed (managed: host-visible, coherent, mapped).
+  Block make_block(std::uint64_t bytes, bool managed);
+  void destroy_block(Block& block) noexcept;
+  /// The block and offset of `address` (inside a live block; the SDK has checked the range).
+  Location locate(std::uint64_t address);
+  std::uint64_t carve(std::uint64_t bytes, bool managed);
+  /// The device address of `host` inside a mapped block; Failure(INVALID_ARGUMENT) otherwise.
+  std::uint64_t mapped_address(const void* host);
+  /// Records `record(cmd)` into the command buffer, submits it and waits. Queue lock held.
+  template <class Record>
+  void submit_and_wait(const char* op, Record&& record);
+
+  const DriverApi& api_;
+  PhysicalDevice physical_;
+  VkPhysicalDeviceMemoryProperties memory_props_{};
+  std::uint64_t max_allocation_ = 0;  // min(maxMemoryAllocationSize, maxBufferSize)
+  std::uint32_t device_type_ = 0;     // memory type index of device blocks
+  std::uint32_t host_type_ = 0;       // memory type index of managed blocks and staging
+  VkDevice device_ = VK_NULL_HANDLE;
+  DeviceApi vk_;
+  VkQueue queue_ = VK_NULL_HANDLE;
+
+  std::mutex queue_mutex_;  // the queue, command buffer, fence and staging buffer
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  Block staging_;  // host-visible, mapped; carved by nobody: the copies' bounce buffer
+
+  std::mutex memory_mutex_;  // the blocks and their index
+  std::vector<std::unique_ptr<Block>> blocks_;
+  std::unordered_map<std::uint64_t, Block*> by_address_;  // block address -> block
+  sdk::detail::IntervalIndex index_;                      // the blocks, by address range
+  std::uint64_t block_bytes_ = 0;                         // sum of live block sizes (device)
+
+  std::mutex stream_mutex_;  // the event times
+  // event -> when it was last recorded (absent: never recorded)
+  std::unordered_map<std::uint64_t, std::chrono::steady_clock::time_point> recorded_;
+};
+
+}  // namespace gpuplug::vulkan
