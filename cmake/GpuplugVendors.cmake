@@ -5,7 +5,6 @@ include_guard(GLOBAL)
 
 # The GPU vendors gpuplug ships, once for the whole build: each has plugins/<vendor>,
 # kernels/<vendor>, an option GPUPLUG_WITH_<VENDOR> and a result GPUPLUG_BUILD_<VENDOR> (below).
-# kernels/<vendor> is added where it exists (the Vulkan plugin has no kernel modules yet).
 set(GPUPLUG_VENDORS cuda hip vulkan)
 
 function(_gpuplug_vendor var label found why)
@@ -46,11 +45,13 @@ else()
 endif()
 _gpuplug_vendor(GPUPLUG_WITH_HIP "HIP" ${_hip_found} "hipcc or hip/hip_runtime_api.h not found (set ROCM_PATH)")
 
-# Vulkan: vulkan/vulkan.h only (libvulkan-dev). The loader, libvulkan.so.1, is dlopen'ed.
+# Vulkan: vulkan/vulkan.h (libvulkan-dev) and glslc (for the kernels). The loader, libvulkan.so.1,
+# is dlopen'ed.
 find_path(GPUPLUG_VULKAN_INCLUDE_DIR vulkan/vulkan.h HINTS ENV VULKAN_SDK PATH_SUFFIXES include)
-if(GPUPLUG_VULKAN_INCLUDE_DIR)
+find_program(GPUPLUG_GLSLC glslc HINTS ENV VULKAN_SDK PATH_SUFFIXES bin)
+if(GPUPLUG_VULKAN_INCLUDE_DIR AND GPUPLUG_GLSLC)
   set(_vulkan_found TRUE)
 else()
   set(_vulkan_found FALSE)
 endif()
-_gpuplug_vendor(GPUPLUG_WITH_VULKAN "Vulkan" ${_vulkan_found} "vulkan/vulkan.h not found (install libvulkan-dev or set VULKAN_SDK)")
+_gpuplug_vendor(GPUPLUG_WITH_VULKAN "Vulkan" ${_vulkan_found} "vulkan/vulkan.h or glslc not found (install libvulkan-dev and glslc, or set VULKAN_SDK)")

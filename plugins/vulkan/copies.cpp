@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "device.hpp"
+#include "submit.hpp"
 
 namespace gpuplug::vulkan {
 namespace {
@@ -25,32 +26,6 @@ void copy(const DeviceApi& vk, VkCommandBuffer cmd, VkBuffer src, std::uint64_t 
 }
 
 }  // namespace
-
-template <class Record>
-void VulkanDevice::submit_and_wait(const char* op, Record&& record) {
-  check(vk_.reset_command_buffer(cmd_, 0), std::string(op) + ": vkResetCommandBuffer");
-  VkCommandBufferBeginInfo begin{};
-  begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
-  begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-  check(vk_.begin_command_buffer(cmd_, &begin), std::string(op) + ": vkBeginCommandBuffer");
-  record(cmd_);
-  // The host reads what the transfers wrote (d2h through the staging buffer, managed memory).
-  VkMemoryBarrier barrier{};
-  barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
-  barrier.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-  barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-  vk_.cmd_pipeline_barrier(cmd_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
-                           &barrier, 0, nullptr, 0, nullptr);
-  check(vk_.end_command_buffer(cmd_), std::string(op) + ": vkEndCommandBuffer");
-  VkSubmitInfo submit{};
-  submit.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
-  submit.commandBufferCount = 1;
-  submit.pCommandBuffers = &cmd_;
-  check(vk_.queue_submit(queue_, 1, &submit, fence_), std::string(op) + ": vkQueueSubmit");
-  const VkResult waited = vk_.wait_for_fences(device_, 1, &fence_, VK_TRUE, UINT64_MAX);
-  check(vk_.reset_fences(device_, 1, &fence_), std::string(op) + ": vkResetFences");
-  check(waited, std::string(op) + ": vkWaitForFences");
-}
 
 void VulkanDevice::vendor_copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) {
   const Location to = locate(dst);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// VulkanDevice: identity, the VkDevice and its queue, streams, and the unsupported module slots.
+// VulkanDevice: identity, the VkDevice and its queue.
 #include "device.hpp"
 
 #include <algorithm>
@@ -40,12 +40,6 @@ std::uint64_t device_local_bytes(const VkPhysicalDeviceMemoryProperties& m) noex
   return total;
 }
 
-// The SDK's edge prefixes the backend and the slot ("vulkan:0: load_module: ...").
-[[noreturn]] void no_modules() {
-  sdk::fail(GPUPLUG_STATUS_UNSUPPORTED,
-            "Vulkan kernel modules are not yet supported by the vulkan plugin (memory, copies "
-            "and memset are)");
-}
 
 }  // namespace
 
@@ -115,6 +109,7 @@ VulkanDevice::VulkanDevice(const sdk::DeviceConfig& config)
   props.pNext = &m3;
   VkPhysicalDeviceProperties base{};
   api_.get_physical_device_properties(physical_.handle, &base);
+  limits_ = base.limits;
   // maxBufferSize is Vulkan 1.3 (maintenance4); a 1.2 device's buffers are bounded by the
   // allocation limit only.
   if (base.apiVersion >= VK_API_VERSION_1_3) m3.pNext = &m4;
@@ -139,15 +134,35 @@ VulkanDevice::VulkanDevice(const sdk::DeviceConfig& config)
   queue.queueFamilyIndex = physical_.compute_family;
   queue.queueCount = 1;
   queue.pQueuePriorities = &priority;
+  // The required features (driver.cpp checked them), and the optional ones kernels' SPIR-V
+  // capabilities need, wherever offered (missing_capability names what a module lacks).
+  VkPhysicalDeviceVulkan12Features offered12{};
+  offered12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+  VkPhysicalDeviceFeatures2 offered{};
+  offered.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  offered.pNext = &offered12;
+  api_.get_physical_device_features2(physical_.handle, &offered);
+  int8_ = offered12.shaderInt8 == VK_TRUE;
+  float16_ = offered12.shaderFloat16 == VK_TRUE;
+  push_constant8_ = offered12.storagePushConstant8 == VK_TRUE;
+  memory_model_ = offered12.vulkanMemoryModel == VK_TRUE;
+  int16_ = offered.features.shaderInt16 == VK_TRUE;
+  float64_ = offered.features.shaderFloat64 == VK_TRUE;
   VkPhysicalDeviceVulkan12Features v12{};
   v12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
   v12.bufferDeviceAddress = VK_TRUE;
   v12.timelineSemaphore = VK_TRUE;
   v12.storageBuffer8BitAccess = VK_TRUE;
+  v12.shaderInt8 = offered12.shaderInt8;
+  v12.shaderFloat16 = offered12.shaderFloat16;
+  v12.storagePushConstant8 = offered12.storagePushConstant8;
+  v12.vulkanMemoryModel = offered12.vulkanMemoryModel;
   VkPhysicalDeviceFeatures2 features{};
   features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
   features.pNext = &v12;
   features.features.shaderInt64 = VK_TRUE;
+  features.features.shaderInt16 = offered.features.shaderInt16;
+  features.features.shaderFloat64 = offered.features.shaderFloat64;
   VkDeviceCreateInfo info{};
   info.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
   info.pNext = &features;
@@ -198,31 +213,6 @@ void VulkanDevice::vendor_device_info(gpuplug_device_info_t& out) {
   describe(api_, config().ordinal, out);
   std::uint64_t total = 0;
   vendor_memory_info(out.free_memory, total);
-}
-
-// ---- modules and launch ------------------------------------------------------------------------
-
-sdk::VendorModule VulkanDevice::vendor_load_module(std::string_view /*name*/,
-                                                   std::span<const std::byte> /*image*/) {
-  no_modules();
-}
-void VulkanDevice::vendor_unload_module(sdk::VendorModule /*module*/) noexcept {}
-std::uint64_t VulkanDevice::vendor_get_function(sdk::VendorModule /*module*/,
-                                                const std::string& /*func*/) {
-  no_modules();
-}
-std::vector<std::string> VulkanDevice::vendor_list_functions(sdk::VendorModule /*module*/) {
-  return {};
-}
-std::optional<sdk::VendorGlobal> VulkanDevice::vendor_get_global(sdk::VendorModule /*module*/,
-                                                                 const std::string& /*symbol*/) {
-  no_modules();
-}
-std::vector<std::string> VulkanDevice::vendor_module_file_extensions() const { return {}; }
-void VulkanDevice::vendor_launch(std::uint64_t /*function*/, gpuplug_dim3_t /*grid*/,
-                                 gpuplug_dim3_t /*block*/, std::uint32_t /*shared_bytes*/,
-                                 std::uint64_t /*stream*/, void** /*params*/) {
-  no_modules();
 }
 
 }  // namespace gpuplug::vulkan

@@ -45,6 +45,9 @@ struct Location {
   std::uint64_t offset = 0;
 };
 
+/// A kernel of a loaded module (modules.cpp): what a function handle points at.
+struct Kernel;
+
 /// One backend instance: a VkDevice on physical device `config.ordinal` with one compute queue.
 ///
 /// Memory (memory.cpp): a device pointer is a buffer device address. Allocations are carved from
@@ -57,7 +60,8 @@ struct Location {
 /// only: since every operation has completed when its call returns, every order the ABI asks of
 /// streams (the legacy default stream's included) holds, and a freed range is never still in use
 /// by queued work. Overlap of streams is what this gives up.
-/// Kernel modules and launch are UNSUPPORTED (naming this plugin).
+/// Kernels (modules.cpp, launch.cpp) run as compute pipelines whose arguments are push
+/// constants; a launch, like a copy, has completed when its call returns.
 /// Thread-safety: every hook may run concurrently (memory and queue each have a lock).
 class VulkanDevice final : public sdk::Device {
  public:
@@ -109,7 +113,8 @@ class VulkanDevice final : public sdk::Device {
   bool vendor_event_query(std::uint64_t event) override;
   float vendor_event_elapsed_ms(std::uint64_t start, std::uint64_t end) override;
 
-  // modules and launch: UNSUPPORTED
+  // modules (modules.cpp): a module is a container file (container.hpp) of SPIR-V kernels and
+  // read-only globals, which live in device memory; a function handle is a Kernel
   sdk::VendorModule vendor_load_module(std::string_view name,
                                        std::span<const std::byte> image) override;
   void vendor_unload_module(sdk::VendorModule module) noexcept override;
@@ -118,6 +123,8 @@ class VulkanDevice final : public sdk::Device {
   std::optional<sdk::VendorGlobal> vendor_get_global(sdk::VendorModule module,
                                                      const std::string& symbol) override;
   std::vector<std::string> vendor_module_file_extensions() const override;
+  // launch (launch.cpp): arguments in push constants, one pipeline per block size, grids past
+  // the device's workgroup count split along x with vkCmdDispatchBase; complete at return
   void vendor_launch(std::uint64_t function, gpuplug_dim3_t grid, gpuplug_dim3_t block,
                      std::uint32_t shared_bytes, std::uint64_t stream, void** params) override;
 
@@ -136,13 +143,23 @@ class VulkanDevice final : public sdk::Device {
   std::uint64_t carve(std::uint64_t bytes, bool managed);
   /// The device address of `host` inside a mapped block; Failure(INVALID_ARGUMENT) otherwise.
   std::uint64_t mapped_address(const void* host);
-  /// Records `record(cmd)` into the command buffer, submits it and waits. Queue lock held.
+  /// Records `record(cmd)` into the command buffer, submits it and waits (submit.hpp). Queue
+  /// lock held.
   template <class Record>
   void submit_and_wait(const char* op, Record&& record);
+  /// The first SPIR-V capability of `capabilities` that needs a device feature this VkDevice
+  /// lacks, by name; "" when none (capabilities it has no rule for pass to the driver).
+  std::string missing_capability(std::span<const std::uint32_t> capabilities) const;
+  /// The pipeline of `kernel` for workgroups of `block` threads, made on first use.
+  VkPipeline pipeline(Kernel& kernel, const gpuplug_dim3_t& block);
 
   const DriverApi& api_;
   PhysicalDevice physical_;
   VkPhysicalDeviceMemoryProperties memory_props_{};
+  VkPhysicalDeviceLimits limits_{};  // workgroup counts and sizes, push-constant bytes
+  // Optional features enabled on the VkDevice where offered (kernels' capabilities need them).
+  bool int8_ = false, int16_ = false, float16_ = false, float64_ = false;
+  bool push_constant8_ = false, memory_model_ = false;
   std::uint64_t max_allocation_ = 0;  // min(maxMemoryAllocationSize, maxBufferSize)
   std::uint32_t device_type_ = 0;     // memory type index of device blocks
   std::uint32_t host_type_ = 0;       // memory type index of managed blocks and staging

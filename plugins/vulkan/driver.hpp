@@ -58,7 +58,16 @@ namespace gpuplug::vulkan {
   X(free_memory, vkFreeMemory)                                     \
   X(bind_buffer_memory, vkBindBufferMemory)                        \
   X(map_memory, vkMapMemory)                                       \
-  X(get_buffer_device_address, vkGetBufferDeviceAddress)
+  X(get_buffer_device_address, vkGetBufferDeviceAddress)          \
+  X(create_shader_module, vkCreateShaderModule)                    \
+  X(destroy_shader_module, vkDestroyShaderModule)                  \
+  X(create_pipeline_layout, vkCreatePipelineLayout)                \
+  X(destroy_pipeline_layout, vkDestroyPipelineLayout)              \
+  X(create_compute_pipelines, vkCreateComputePipelines)            \
+  X(destroy_pipeline, vkDestroyPipeline)                           \
+  X(cmd_bind_pipeline, vkCmdBindPipeline)                          \
+  X(cmd_push_constants, vkCmdPushConstants)                        \
+  X(cmd_dispatch_base, vkCmdDispatchBase)
 
 /// One physical device the instance enumerated, usable or not.
 struct PhysicalDevice {

@@ -3,11 +3,15 @@
 # The Vulkan plugin on a real Vulkan device (lavapipe in CI): `gpuplug list` shows it available,
 # class emulator, and `auto` never picks it over host; `gpuplug check --backend vulkan:0` passes
 # the cases of what the plugin implements (memory, copies, memset, managed and mapped memory,
-# host_address, the ledger, streams and events as ordering) and fails none (the kernel cases are
-# known failures until kernels/vulkan exists). Exit 77 (skipped) when no Vulkan device is usable here, saying why.
-# Usage: vulkan_check.sh <gpuplug>
+# host_address, the ledger, streams and events as ordering, kernel modules and launch) and fails
+# none; the whole suite again in one process under the Khronos validation layer with
+# synchronization validation, with no validation message; gemm_pipeline --backend vulkan PASSes.
+# Exit 77 (skipped) when no Vulkan device is usable here, saying why.
+# Usage: vulkan_check.sh <gpuplug> [<sanitizer>]: with a sanitizer named (a sanitizer build),
+# the validation-layer run and gemm_pipeline are left out (the plain build runs them).
 set -uo pipefail
 gpuplug=$1
+sanitizer=${2:-}
 unset GPUPLUG_BACKEND GPUPLUG_LOG GPUPLUG_PROBE
 list=$(timeout 120 "$gpuplug" list 2>&1)
 block=$(awk '/^\[vulkan\]/{on=1} /^\[/{if($0 !~ /^\[vulkan\]/) on=0} on' <<<"$list")
@@ -31,7 +35,12 @@ cases=(alloc_copy_roundtrip zero_byte_alloc double_free copy_out_of_range copies
        memset_ordered_on_stream memset_any_offset_and_length sync_copies_complete_on_return managed_memory host_address
        device_memory_limit ledger_stats_and_report sweep_unreleased memory_and_device_info
        streams stream_flags concurrent_alloc_free pitched_copies_keep_stream_order arena_swept
-       pinned_zeroed_on_ledger pinned_copy_memset pinned_swept events_eight_threads events_bad_input)
+       pinned_zeroed_on_ledger pinned_copy_memset pinned_swept events_eight_threads events_bad_input
+       corrupt_module_image load_module_from_bytes device_symbols launch_axpy launch_errors
+       launch_argument_count kernel_args_published launch_arguments_copied_during_launch
+       unknown_and_destroyed_streams_refused activation_bias_relu diff_axpy diff_gemm_f32
+       diff_gemm_a_e4m3 diff_cast_f32_e4m3 diff_cast_e4m3_f32 pinned_kernel_access
+       concurrent_launches_on_streams events_cross_stream_ordering)
 args=()
 for c in "${cases[@]}"; do args+=(--case "$c"); done
 out=$(timeout 600 "$gpuplug" check --backend vulkan:0 "${args[@]}" 2>&1); rc=$?
@@ -47,4 +56,30 @@ echo "$out" | tail -n 1
 [[ $rc -eq 0 ]] || { echo "$out"; echo "FAIL: the whole suite on vulkan:0 exited $rc"; fail=1; }
 grep -Eq '^[0-9]+ passed, 0 failed' <<<"$(tail -n 1 <<<"$out")" ||
   { echo "FAIL: the whole suite on vulkan:0 has failures"; fail=1; }
+# The same suite under the Khronos validation layer (errors and synchronization hazards), in one
+# process so that every message reaches this output; the layer prints "Validation Error" for each.
+if [[ -n $sanitizer ]]; then
+  echo "validation layer: left out in this $sanitizer build (the plain build runs it)"
+elif [[ -e /usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json ]]; then
+  out=$(VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation \
+        VK_LAYER_ENABLES=VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT \
+        timeout 900 "$gpuplug" check --backend vulkan:0 --no-isolate 2>&1); rc=$?
+  echo "validation layer: $(tail -n 1 <<<"$out")"
+  [[ $rc -eq 0 ]] || { echo "$out"; echo "FAIL: the suite under the validation layer exited $rc"; fail=1; }
+  if grep -q 'Validation Error' <<<"$out"; then
+    grep -A3 'Validation Error' <<<"$out" | head -n 60
+    echo "FAIL: $(grep -c 'Validation Error' <<<"$out") validation messages"; fail=1
+  fi
+else
+  echo "validation layer: not installed (vulkan-validationlayers), that run skipped"
+fi
+
+# The example engine on vulkan: both GEMM routes, no allocation after warm-up, an empty ledger.
+pipeline=$(dirname "$gpuplug")/gpuplug-gemm-pipeline
+if [[ -z $sanitizer && -x $pipeline ]]; then
+  out=$(timeout 600 "$pipeline" --backend vulkan 2>&1); rc=$?
+  grep -E 'route|allocations after|ledger at exit|^result' <<<"$out"
+  [[ $rc -eq 0 ]] && grep -q '^result: PASS' <<<"$out" ||
+    { echo "$out"; echo "FAIL: gemm_pipeline --backend vulkan exited $rc"; fail=1; }
+fi
 exit $fail
