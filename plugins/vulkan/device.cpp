@@ -78,7 +78,9 @@ void describe(const DriverApi& api, std::uint32_t ordinal, gpuplug_device_info_t
                           ? std::max(1u, std::thread::hardware_concurrency())
                           : 1;
   out.managed_memory = 1;             // host-visible, coherent blocks
-  out.concurrent_managed_access = 0;  // synchronize before the host touches managed memory
+  // Host-visible, coherent memory may be read and written by the host while a kernel runs (the
+  // sync gate's flags); a launch has completed when it returns, so nothing else overlaps.
+  out.concurrent_managed_access = 1;
   out.has_pci = device.pci_bus_info ? 1 : 0;
   out.pci_domain = pci.pciDomain;
   out.pci_bus = pci.pciBus;
@@ -136,8 +138,11 @@ VulkanDevice::VulkanDevice(const sdk::DeviceConfig& config)
   queue.pQueuePriorities = &priority;
   // The required features (driver.cpp checked them), and the optional ones kernels' SPIR-V
   // capabilities need, wherever offered (missing_capability names what a module lacks).
+  VkPhysicalDeviceShaderClockFeaturesKHR offered_clock{};
+  offered_clock.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR;
   VkPhysicalDeviceVulkan12Features offered12{};
   offered12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+  offered12.pNext = physical_.shader_clock ? &offered_clock : nullptr;
   VkPhysicalDeviceFeatures2 offered{};
   offered.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
   offered.pNext = &offered12;
@@ -147,6 +152,7 @@ VulkanDevice::VulkanDevice(const sdk::DeviceConfig& config)
   push_constant8_ = offered12.storagePushConstant8 == VK_TRUE;
   memory_model_ = offered12.vulkanMemoryModel == VK_TRUE;
   int16_ = offered.features.shaderInt16 == VK_TRUE;
+  device_clock_ = offered_clock.shaderDeviceClock == VK_TRUE;
   float64_ = offered.features.shaderFloat64 == VK_TRUE;
   VkPhysicalDeviceVulkan12Features v12{};
   v12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
@@ -157,6 +163,12 @@ VulkanDevice::VulkanDevice(const sdk::DeviceConfig& config)
   v12.shaderFloat16 = offered12.shaderFloat16;
   v12.storagePushConstant8 = offered12.storagePushConstant8;
   v12.vulkanMemoryModel = offered12.vulkanMemoryModel;
+  VkPhysicalDeviceShaderClockFeaturesKHR clock{};
+  clock.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR;
+  clock.shaderDeviceClock = VK_TRUE;
+  clock.shaderSubgroupClock = offered_clock.shaderSubgroupClock;
+  v12.pNext = device_clock_ ? &clock : nullptr;
+  const char* clock_extension = VK_KHR_SHADER_CLOCK_EXTENSION_NAME;
   VkPhysicalDeviceFeatures2 features{};
   features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
   features.pNext = &v12;
@@ -166,6 +178,8 @@ VulkanDevice::VulkanDevice(const sdk::DeviceConfig& config)
   VkDeviceCreateInfo info{};
   info.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
   info.pNext = &features;
+  info.enabledExtensionCount = device_clock_ ? 1 : 0;
+  info.ppEnabledExtensionNames = &clock_extension;
   info.queueCreateInfoCount = 1;
   info.pQueueCreateInfos = &queue;
   check(api_.create_device(physical_.handle, &info, nullptr, &device_), "vkCreateDevice");

@@ -160,6 +160,7 @@ class VulkanDevice final : public sdk::Device {
   // Optional features enabled on the VkDevice where offered (kernels' capabilities need them).
   bool int8_ = false, int16_ = false, float16_ = false, float64_ = false;
   bool push_constant8_ = false, memory_model_ = false;
+  bool device_clock_ = false;  // VK_KHR_shader_clock's shaderDeviceClock, enabled
   std::uint64_t max_allocation_ = 0;  // min(maxMemoryAllocationSize, maxBufferSize)
   std::uint32_t device_type_ = 0;     // memory type index of device blocks
   std::uint32_t host_type_ = 0;       // memory type index of managed blocks and staging

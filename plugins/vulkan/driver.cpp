@@ -69,9 +69,12 @@ const char* check_device(const DriverApi& api, PhysicalDevice& device) {
   api.enumerate_device_extension_properties(device.handle, nullptr, &count, nullptr);
   std::vector<VkExtensionProperties> extensions(count);
   api.enumerate_device_extension_properties(device.handle, nullptr, &count, extensions.data());
-  for (const VkExtensionProperties& e : extensions)
+  for (const VkExtensionProperties& e : extensions) {
     if (std::strcmp(e.extensionName, VK_EXT_PCI_BUS_INFO_EXTENSION_NAME) == 0)
       device.pci_bus_info = true;
+    if (std::strcmp(e.extensionName, VK_KHR_SHADER_CLOCK_EXTENSION_NAME) == 0)
+      device.shader_clock = true;
+  }
   return nullptr;
 }
 

@@ -76,6 +76,7 @@ struct PhysicalDevice {
   const char* missing = nullptr;     // the first required feature it lacks (nullptr: usable)
   std::uint32_t compute_family = 0;  // a queue family with VK_QUEUE_COMPUTE_BIT
   bool pci_bus_info = false;         // VK_EXT_pci_bus_info is offered
+  bool shader_clock = false;         // VK_KHR_shader_clock is offered (the sync gate's clock)
 };
 
 /// The loaded library, the process's instance and its devices.

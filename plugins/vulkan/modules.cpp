@@ -21,7 +21,8 @@ std::string VulkanDevice::missing_capability(std::span<const std::uint32_t> capa
     const bool ok = (c != kCapFloat16 || float16_) && (c != kCapFloat64 || float64_) &&
                     (c != kCapInt16 || int16_) && (c != kCapInt8 || int8_) &&
                     (c != kCapStoragePushConstant8 || push_constant8_) &&
-                    (c != kCapVulkanMemoryModel || memory_model_);
+                    (c != kCapVulkanMemoryModel || memory_model_) &&
+                    (c != kCapShaderClockKHR || device_clock_);
     if (!ok) return capability_name(c);
   }
   return {};

@@ -237,6 +237,7 @@ std::string capability_name(std::uint32_t capability) {
     case kCapStoragePushConstant8: return "StoragePushConstant8";
     case kCapPhysicalStorageBufferAddresses: return "PhysicalStorageBufferAddresses";
     case kCapVulkanMemoryModel: return "VulkanMemoryModel";
+    case kCapShaderClockKHR: return "ShaderClockKHR";
     default: return "capability " + std::to_string(capability);
   }
 }

@@ -30,6 +30,7 @@ enum SpirvCapability : std::uint32_t {
   kCapStoragePushConstant8 = 4450,
   kCapPhysicalStorageBufferAddresses = 5347,
   kCapVulkanMemoryModel = 5345,
+  kCapShaderClockKHR = 5055,
 };
 
 /// One push-constant member: a kernel argument.
