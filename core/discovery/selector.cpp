@@ -284,7 +284,10 @@ class Selector {
         all.absorb(try_entry(e, std::nullopt));
         continue;
       }
-      for (const DeviceInfo& d : e.info.devices) ranked.push_back({&e, &d, rank_of(e, d, i)});
+      for (const DeviceInfo& d : e.info.devices) {
+        ranked.push_back({&e, &d, rank_of(e, d, i)});
+        ranked.back().rank.native_route = native_route_of(e, d, entries_);
+      }
     }
     std::stable_sort(ranked.begin(), ranked.end(), [](const Candidate& a, const Candidate& b) {
       return ranks_before(a.rank, b.rank);

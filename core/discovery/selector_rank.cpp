@@ -26,6 +26,27 @@ int class_order(const PluginEntry& e, const DeviceInfo& d) {
   return e.info.name == "host" ? 3 : 2;
 }
 
+// The plugins of cross-vendor APIs: a device of theirs may be a GPU a vendor's plugin drives too.
+constexpr std::string_view portable_plugins[] = {"vulkan"};
+
+bool portable(const std::string& plugin) {
+  for (const std::string_view p : portable_plugins)
+    if (plugin == p) return true;
+  return false;
+}
+
+// A UUID as text in one spelling: lower case, without CUDA's "GPU-" prefix.
+std::string uuid_key(const std::string& uuid) {
+  std::string key = uuid.rfind("GPU-", 0) == 0 ? uuid.substr(4) : uuid;
+  for (char& c : key) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  return key;
+}
+
+bool same_gpu(const DeviceInfo& a, const DeviceInfo& b) {
+  if (a.pci && b.pci) return *a.pci == *b.pci;
+  return !a.uuid.empty() && uuid_key(a.uuid) == uuid_key(b.uuid);
+}
+
 std::tuple<std::uint64_t, std::uint64_t, std::uint32_t> score(const Rank& r) {
   return {r.peak_gflops, r.total_memory, r.compute_units};
 }
@@ -43,12 +64,25 @@ std::string fate_text(const RankedDevice& r) {
 }  // namespace
 
 Rank rank_of(const PluginEntry& e, const DeviceInfo& d, std::size_t discovery) {
-  return {class_order(e, d), d.device_class, d.peak_gflops,        d.total_memory,
-          d.compute_units,   discovery,      d.ordinal};
+  return {class_order(e, d), d.device_class,   {},        d.peak_gflops, d.total_memory,
+          d.compute_units,   discovery,        d.ordinal};
+}
+
+std::string native_route_of(const PluginEntry& e, const DeviceInfo& d,
+                            std::span<const PluginEntry> entries) {
+  if (!portable(e.info.name)) return {};
+  for (const PluginEntry& other : entries) {
+    if (&other == &e || portable(other.info.name) || other.info.state != PluginState::available)
+      continue;
+    for (const DeviceInfo& o : other.info.devices)
+      if (same_gpu(d, o)) return other.info.name + ":" + std::to_string(o.ordinal);
+  }
+  return {};
 }
 
 bool ranks_before(const Rank& a, const Rank& b) {
   if (a.class_order != b.class_order) return a.class_order < b.class_order;
+  if (a.native_route.empty() != b.native_route.empty()) return a.native_route.empty();
   if (score(a) != score(b)) return score(a) > score(b);
   if (a.discovery != b.discovery) return a.discovery < b.discovery;
   return a.ordinal < b.ordinal;
@@ -60,6 +94,8 @@ std::string to_string(const RankedDevice& r) {
   const std::string_view ranked_class = class_names[k.class_order];
   text += ranked_class;
   if (to_string(k.declared) != ranked_class) text += " (declared " + to_string(k.declared) + ")";
+  if (!k.native_route.empty())
+    text += " (the GPU of " + k.native_route + ", whose native plugin ranks first)";
   text += ", score: " + (k.peak_gflops != 0 ? std::to_string(k.peak_gflops) + " GFLOP/s"
                                            : std::string("peak unknown")) +
           ", " + std::to_string(k.total_memory >> 20) + " MiB, " +

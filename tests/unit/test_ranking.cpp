@@ -200,3 +200,33 @@ BOOST_AUTO_TEST_CASE(ranking_from_many_threads) {
   for (const auto& s : seen) BOOST_TEST(s.empty(), s);
   BOOST_TEST(r.select("auto").chosen == "fake_gpu_big:0");
 }
+
+// One GPU through its vendor's plugin and through Vulkan (both report PCI 0000:c1:00.0; the
+// Vulkan route declares the higher peak): auto tries the native plugin first and says why, in
+// either discovery order. A Vulkan device no native plugin reaches keeps its place by score.
+BOOST_AUTO_TEST_CASE(native_plugin_ranks_above_the_same_gpu_through_vulkan) {
+  for (const bool vulkan_first : {true, false}) {
+    BOOST_TEST_CONTEXT("vulkan discovered " << (vulkan_first ? "first" : "second")) {
+      PluginRegistry r;
+      if (vulkan_first)
+        add(r, {ranked("vulkan"), ranked("fake_native"), host_plugin_file()});
+      else
+        add(r, {ranked("fake_native"), ranked("vulkan"), host_plugin_file()});
+      const Selection s = r.dry_run("auto");
+      const std::vector<std::string> want{"fake_native:0", "vulkan:0", "host:0"};
+      BOOST_TEST(order(s) == want, boost::test_tools::per_element());
+      BOOST_TEST_REQUIRE(s.ranking.size() == 3u);
+      BOOST_TEST(contains(s.ranking[1], "2. vulkan:0 discrete_gpu (the GPU of fake_native:0, "
+                                        "whose native plugin ranks first), score: 3000 GFLOP/s"),
+                 s.ranking[1]);
+      BOOST_TEST(!contains(s.ranking[0], "the GPU of"));
+    }
+  }
+  // With a GPU on another PCI address (0000:41:00.0), vulkan is ranked by its score as any
+  // plugin is.
+  PluginRegistry r;
+  add(r, {ranked("fake_gpu_big"), ranked("vulkan")});
+  const Selection s = r.dry_run("auto");
+  const std::vector<std::string> want{"vulkan:0", "fake_gpu_big:0"};
+  BOOST_TEST(order(s) == want, boost::test_tools::per_element());
+}

@@ -3,7 +3,8 @@
  * (RANKED_CLASS) and peak (RANKED_GFLOPS): a working plugin of any class, for the tests of auto's
  * ranking (discrete GPU, integrated GPU, emulator, ...) on a machine without any of them. Every
  * slot is the host's; only the name and the two ranking fields of describe_device and
- * device_info differ. Built several times into a folder of its own, so discovery never finds it. */
+ * device_info differ, and, with RANKED_PCI_BUS, a PCI address 0000:<bus>:00.0 (two such plugins
+ * report one GPU). Built several times into a folder of its own, so discovery never finds it. */
 #include <dlfcn.h>
 #include <gpuplug/abi.h>
 #include <string.h>
@@ -17,6 +18,13 @@ static void declare(gpuplug_device_info_t* out) {
   if (out->struct_size >= GPUPLUG_DEVICE_INFO_V1_1_SIZE) {
     out->device_class = RANKED_CLASS;
     out->peak_gflops = RANKED_GFLOPS;
+#ifdef RANKED_PCI_BUS
+    out->has_pci = 1;
+    out->pci_domain = 0;
+    out->pci_bus = RANKED_PCI_BUS;
+    out->pci_device = 0;
+    out->pci_function = 0;
+#endif
   }
 }
 
