@@ -13,7 +13,7 @@ set(GPUPLUG_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/gpuplug)
 set(GPUPLUG_PUBLIC_HEADERS
   abi.h backend.hpp config.hpp gpuplug.hpp host_kernel.hpp kernel_args.h layer.h log.hpp memory.hpp native.hpp op_cache.hpp peer.hpp
   registry.hpp teardown.hpp
-  table_backend.hpp types.hpp version.hpp)
+  table_backend.hpp types.hpp version.hpp vulkan_handles.h)
 if(GPUPLUG_BUILD_DLPACK)  # it needs DLPack 1.x: only builds with DLPack install it
   list(APPEND GPUPLUG_PUBLIC_HEADERS dlpack.hpp)
   # The DLPack header this gpuplug was built with, which <gpuplug/dlpack.hpp> then includes, so

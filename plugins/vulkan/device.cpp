@@ -201,6 +201,7 @@ VulkanDevice::VulkanDevice(const sdk::DeviceConfig& config)
     fence.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
     check(vk_.create_fence(device_, &fence, nullptr, &fence_), "vkCreateFence");
     staging_ = make_block(kStagingBytes, true);
+    fill_handles();
   } catch (...) {
     release();  // what was made so far; the base is destroyed by the throw
     throw;

@@ -15,6 +15,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <gpuplug/vulkan_handles.h>
+
 #include "driver.hpp"
 #include "interval_index.hpp"
 #include "plugin_sdk.hpp"
@@ -113,6 +115,13 @@ class VulkanDevice final : public sdk::Device {
   bool vendor_event_query(std::uint64_t event) override;
   float vendor_event_elapsed_ms(std::uint64_t start, std::uint64_t end) override;
 
+  // native handles (native.cpp): context is a gpuplug_vulkan_handles_t
+  // (<gpuplug/vulkan_handles.h>), stream the one VkQueue; import of outside memory or streams is
+  // UNSUPPORTED, saying why
+  sdk::NativeStreamHandles vendor_native_handles(std::uint64_t stream) override;
+  void vendor_check_import(std::uint64_t address, std::uint64_t bytes) override;
+  std::uint64_t vendor_import_stream(void* native) override;
+
   // modules (modules.cpp): a module is a container file (container.hpp) of SPIR-V kernels and
   // read-only globals, which live in device memory; a function handle is a Kernel
   sdk::VendorModule vendor_load_module(std::string_view name,
@@ -168,7 +177,11 @@ class VulkanDevice final : public sdk::Device {
   DeviceApi vk_;
   VkQueue queue_ = VK_NULL_HANDLE;
 
-  std::mutex queue_mutex_;  // the queue, command buffer, fence and staging buffer
+  // The queue, command buffer, fence and staging buffer; also taken by a Vulkan library beside
+  // the backend through handles_.lock_queue.
+  std::mutex queue_mutex_;
+  gpuplug_vulkan_handles_t handles_{};  // filled by the constructor (native.cpp's fill_handles)
+  void fill_handles() noexcept;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;

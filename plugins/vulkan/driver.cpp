@@ -115,6 +115,7 @@ void load(DriverApi& api) noexcept {
   app.pApplicationName = "gpuplug";
   app.pEngineName = "gpuplug";
   app.apiVersion = api.loader_version >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : kMinimumApi;
+  api.instance_version = app.apiVersion;
   VkInstanceCreateInfo info{};
   info.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
   info.pApplicationInfo = &app;

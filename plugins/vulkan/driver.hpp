@@ -89,6 +89,7 @@ struct DriverApi {
   gpuplug_probe_reason_t reason = GPUPLUG_PROBE_ERROR;  // GPUPLUG_PROBE_AVAILABLE when usable
   char message[480] = {};                               // why unusable, or a summary
   std::uint32_t loader_version = 0;                     // vkEnumerateInstanceVersion
+  std::uint32_t instance_version = 0;                   // the API version the instance asked for
   VkInstance instance = VK_NULL_HANDLE;
   PFN_vkGetInstanceProcAddr get_instance_proc_addr = nullptr;
   // The usable devices, in enumeration order: gpuplug's ordinals.
