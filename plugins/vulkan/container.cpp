@@ -17,6 +17,13 @@ constexpr std::uint32_t kMaxPushBytes = 4096;  // far above any device's limit; 
 
 [[noreturn]] void bad(const std::string& why) { throw std::invalid_argument(why); }
 
+// `s` for a message: bytes outside printable ASCII as '?' (the container is untrusted).
+std::string printable(std::string s) {
+  for (char& c : s)
+    if (c < 0x20 || c > 0x7e) c = '?';
+  return s;
+}
+
 class Writer {
  public:
   void u32(std::uint32_t v) {
@@ -62,7 +69,7 @@ class Reader {
       const unsigned char c = static_cast<unsigned char>(s[i]);
       const bool ok = c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
                       (i > 0 && c >= '0' && c <= '9');
-      if (!ok) bad(std::string(what) + " is not a C identifier");
+      if (!ok) bad(std::string(what) + " '" + printable(s) + "' is not a C identifier");
     }
     return s;
   }

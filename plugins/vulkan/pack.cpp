@@ -81,8 +81,13 @@ int run(int argc, char** argv) {
     } else if (flag == "--u32") {
       const auto [name, text] = split(value, "--u32");
       std::size_t used = 0;
-      const unsigned long v = std::stoul(text, &used, 0);
-      if (used != text.size() || v > 0xFFFFFFFFul)
+      unsigned long v = 0;
+      try {
+        v = std::stoul(text, &used, 0);
+      } catch (const std::logic_error&) {  // no number at all, or past unsigned long
+        used = 0;
+      }
+      if (used == 0 || used != text.size() || v > 0xFFFFFFFFul)
         throw std::runtime_error("--u32 " + value + ": not a 32-bit unsigned number");
       c.globals.push_back(global(name, static_cast<std::uint32_t>(v)));
     } else {
