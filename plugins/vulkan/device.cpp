@@ -200,6 +200,20 @@ VulkanDevice::VulkanDevice(const sdk::DeviceConfig& config)
     VkFenceCreateInfo fence{};
     fence.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
     check(vk_.create_fence(device_, &fence, nullptr, &fence_), "vkCreateFence");
+    std::uint32_t families = 0;
+    api_.get_physical_device_queue_family_properties(physical_.handle, &families, nullptr);
+    std::vector<VkQueueFamilyProperties> family(families);
+    api_.get_physical_device_queue_family_properties(physical_.handle, &families, family.data());
+    const std::uint32_t bits = family[physical_.compute_family].timestampValidBits;
+    if (bits > 0 && limits_.timestampComputeAndGraphics == VK_TRUE) {
+      VkQueryPoolCreateInfo query{};
+      query.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO;
+      query.queryType = VK_QUERY_TYPE_TIMESTAMP;
+      query.queryCount = 1;
+      check(vk_.create_query_pool(device_, &query, nullptr, &query_pool_), "vkCreateQueryPool");
+      timestamp_mask_ = bits >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << bits) - 1;
+      timestamp_period_ns_ = limits_.timestampPeriod;
+    }
     staging_ = make_block(kStagingBytes, true);
     fill_handles();
   } catch (...) {
@@ -219,6 +233,7 @@ void VulkanDevice::release() noexcept {
     destroy_block(staging_);
   }
   if (fence_ != VK_NULL_HANDLE) vk_.destroy_fence(device_, fence_, nullptr);
+  if (query_pool_ != VK_NULL_HANDLE) vk_.destroy_query_pool(device_, query_pool_, nullptr);
   if (pool_ != VK_NULL_HANDLE) vk_.destroy_command_pool(device_, pool_, nullptr);
   if (vk_.destroy_device != nullptr) vk_.destroy_device(device_, nullptr);
   device_ = VK_NULL_HANDLE;

@@ -193,9 +193,16 @@ class VulkanDevice final : public sdk::Device {
   sdk::detail::IntervalIndex index_;                      // the blocks, by address range
   std::uint64_t block_bytes_ = 0;                         // sum of live block sizes (device)
 
-  std::mutex stream_mutex_;  // the event times
-  // event -> when it was last recorded (absent: never recorded)
-  std::unordered_map<std::uint64_t, std::chrono::steady_clock::time_point> recorded_;
+  // Event times: a timestamp query written on the queue when the queue family has timestamps
+  // (one query, reset and read back under the queue lock), else the host's steady clock.
+  VkQueryPool query_pool_ = VK_NULL_HANDLE;  // one timestamp query; null: the host clock
+  std::uint64_t timestamp_mask_ = 0;         // the family's timestampValidBits as a mask
+  double timestamp_period_ns_ = 0;           // limits.timestampPeriod
+  /// Now on the device's timestamp clock (submitted and waited for), else the host's, in ns.
+  std::uint64_t event_time_ns();
+  std::mutex stream_mutex_;  // recorded_
+  // event -> its time in ns when it was last recorded (absent: never recorded)
+  std::unordered_map<std::uint64_t, std::uint64_t> recorded_;
 };
 
 }  // namespace gpuplug::vulkan

@@ -67,7 +67,12 @@ namespace gpuplug::vulkan {
   X(destroy_pipeline, vkDestroyPipeline)                           \
   X(cmd_bind_pipeline, vkCmdBindPipeline)                          \
   X(cmd_push_constants, vkCmdPushConstants)                        \
-  X(cmd_dispatch_base, vkCmdDispatchBase)
+  X(cmd_dispatch_base, vkCmdDispatchBase)                          \
+  X(create_query_pool, vkCreateQueryPool)                          \
+  X(destroy_query_pool, vkDestroyQueryPool)                        \
+  X(cmd_reset_query_pool, vkCmdResetQueryPool)                     \
+  X(cmd_write_timestamp, vkCmdWriteTimestamp)                      \
+  X(get_query_pool_results, vkGetQueryPoolResults)
 
 /// One physical device the instance enumerated, usable or not.
 struct PhysicalDevice {

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// VulkanDevice streams and events. Every copy and memset has completed when its call returns
+// VulkanDevice streams and events. Every operation has completed when its call returns
 // (device.hpp), so a stream orders nothing that is still pending and an event is complete once
-// recorded: its time is the host's clock when event_record ran, after the work before it ended.
+// recorded: its time is a timestamp written on the queue after the work before it, or, on a
+// queue family without timestamps, the host's clock when event_record ran.
 #include <atomic>
+#include <chrono>
 #include <string>
 
 #include "device.hpp"
+#include "submit.hpp"
 
 namespace gpuplug::vulkan {
 namespace {
@@ -32,8 +35,26 @@ void VulkanDevice::vendor_event_destroy(std::uint64_t event) {
   std::lock_guard lock(stream_mutex_);
   recorded_.erase(event);
 }
+std::uint64_t VulkanDevice::event_time_ns() {
+  if (query_pool_ == VK_NULL_HANDLE)
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now().time_since_epoch())
+                                          .count());
+  std::lock_guard lock(queue_mutex_);
+  submit_and_wait("event_record", [&](VkCommandBuffer cmd) {
+    vk_.cmd_reset_query_pool(cmd, query_pool_, 0, 1);
+    vk_.cmd_write_timestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, query_pool_, 0);
+  });
+  std::uint64_t ticks = 0;
+  check(vk_.get_query_pool_results(device_, query_pool_, 0, 1, sizeof ticks, &ticks, sizeof ticks,
+                                   VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+        "event_record: vkGetQueryPoolResults");
+  return static_cast<std::uint64_t>(static_cast<double>(ticks & timestamp_mask_) *
+                                    timestamp_period_ns_);
+}
+
 void VulkanDevice::vendor_event_record(std::uint64_t event, std::uint64_t /*stream*/) {
-  const auto now = std::chrono::steady_clock::now();
+  const std::uint64_t now = event_time_ns();
   std::lock_guard lock(stream_mutex_);
   recorded_[event] = now;
 }
@@ -49,7 +70,10 @@ float VulkanDevice::vendor_event_elapsed_ms(std::uint64_t start, std::uint64_t e
     sdk::fail(
         GPUPLUG_STATUS_UNAVAILABLE,
         "event " + std::to_string(a == recorded_.end() ? start : end) + " has not been recorded");
-  return std::chrono::duration<float, std::milli>(b->second - a->second).count();
+  // An end recorded before its start (as the ABI allows) gives a negative time.
+  const double ns = b->second >= a->second ? static_cast<double>(b->second - a->second)
+                                           : -static_cast<double>(a->second - b->second);
+  return static_cast<float>(ns / 1e6);
 }
 
 }  // namespace gpuplug::vulkan
