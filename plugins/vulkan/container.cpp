@@ -5,6 +5,7 @@
 #include <cstring>
 #include <set>
 #include <stdexcept>
+#include <utility>
 
 namespace gpuplug::vulkan {
 namespace {
@@ -86,8 +87,9 @@ class Reader {
   std::size_t at_ = 0;
 };
 
-void check_against_spirv(const ContainerKernel& k) {
-  const SpirvInfo info = reflect(k.spirv);
+// Checks `k`'s layout against its SPIR-V and records the SPIR-V's capabilities in it.
+void check_against_spirv(ContainerKernel& k) {
+  SpirvInfo info = reflect(k.spirv);
   const auto same_args = [&] {
     if (info.args.size() != k.args.size()) return false;
     for (std::size_t i = 0; i < k.args.size(); ++i)
@@ -101,6 +103,7 @@ void check_against_spirv(const ContainerKernel& k) {
   if (info.local_size_ids != k.local_size_ids ||
       (k.local_size_ids[0] == kNoSpecId && info.local_size != k.local_size))
     bad("its workgroup size differs from its SPIR-V's");
+  k.capabilities = std::move(info.capabilities);
 }
 
 }  // namespace

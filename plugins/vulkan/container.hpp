@@ -27,6 +27,8 @@ struct ContainerKernel {
   std::uint32_t push_bytes = 0;
   std::vector<PushArg> args;
   std::vector<std::uint32_t> spirv;
+  // Its SPIR-V's OpCapability operands: filled by read_container, never written to the file.
+  std::vector<std::uint32_t> capabilities;
 };
 
 struct ContainerGlobal {

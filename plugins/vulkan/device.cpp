@@ -78,8 +78,8 @@ void describe(const DriverApi& api, std::uint32_t ordinal, gpuplug_device_info_t
                           ? std::max(1u, std::thread::hardware_concurrency())
                           : 1;
   out.managed_memory = 1;             // host-visible, coherent blocks
-  // Host-visible, coherent memory may be read and written by the host while a kernel runs (the
-  // sync gate's flags); a launch has completed when it returns, so nothing else overlaps.
+  // Managed memory is host-visible and coherent: the host may read and write it while a kernel
+  // runs (as the sync gate's flags would be, on a plugin that ships the gate).
   out.concurrent_managed_access = 1;
   out.has_pci = device.pci_bus_info ? 1 : 0;
   out.pci_domain = pci.pciDomain;
@@ -200,12 +200,8 @@ VulkanDevice::VulkanDevice(const sdk::DeviceConfig& config)
     VkFenceCreateInfo fence{};
     fence.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
     check(vk_.create_fence(device_, &fence, nullptr, &fence_), "vkCreateFence");
-    std::uint32_t families = 0;
-    api_.get_physical_device_queue_family_properties(physical_.handle, &families, nullptr);
-    std::vector<VkQueueFamilyProperties> family(families);
-    api_.get_physical_device_queue_family_properties(physical_.handle, &families, family.data());
-    const std::uint32_t bits = family[physical_.compute_family].timestampValidBits;
-    if (bits > 0 && limits_.timestampComputeAndGraphics == VK_TRUE) {
+    const std::uint32_t bits = physical_.timestamp_bits;
+    if (bits > 0) {
       VkQueryPoolCreateInfo query{};
       query.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO;
       query.queryType = VK_QUERY_TYPE_TIMESTAMP;

@@ -80,6 +80,7 @@ struct PhysicalDevice {
   char name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE] = {};
   const char* missing = nullptr;     // the first required feature it lacks (nullptr: usable)
   std::uint32_t compute_family = 0;  // a queue family with VK_QUEUE_COMPUTE_BIT
+  std::uint32_t timestamp_bits = 0;  // its timestampValidBits (0: no timestamps)
   bool pci_bus_info = false;         // VK_EXT_pci_bus_info is offered
   bool shader_clock = false;         // VK_KHR_shader_clock is offered (the sync gate's clock)
 };

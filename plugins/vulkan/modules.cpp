@@ -38,8 +38,7 @@ sdk::VendorModule VulkanDevice::vendor_load_module(std::string_view name,
     sdk::fail(GPUPLUG_STATUS_INVALID_IMAGE, what + ": " + e.what());
   }
   for (const ContainerKernel& k : container.kernels) {
-    const SpirvInfo info = reflect(k.spirv);  // read_container checked it reflects
-    if (const std::string missing = missing_capability(info.capabilities); !missing.empty())
+    if (const std::string missing = missing_capability(k.capabilities); !missing.empty())
       sdk::fail(GPUPLUG_STATUS_INVALID_IMAGE,
                 what + ": kernel " + k.name + " needs the SPIR-V capability " + missing +
                     ", whose device feature " + physical_.name + " does not offer");
