@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "discovery/selector_rank.hpp"
 #include "logging/environment.hpp"
 
 namespace gpuplug {
@@ -19,7 +20,9 @@ namespace {
 ///   and the plugin is not usable);
 /// - "auto": GPUPLUG_BACKEND's expansion when it is set (`from_env` then says so), else every
 ///   device of every usable plugin but host that is not an emulator or a CPU, host's devices
-///   only when there is none, and the emulated ones only when host is not usable either.
+///   only when there is none, and the emulated ones only when host is not usable either; a
+///   device that is another plugin's GPU reached through a cross-vendor API (vulkan:0 that is
+///   cuda:0's GPU) is left out, so that each GPU gets one backend, through its native plugin.
 std::vector<std::string> expand(std::string_view selector, const std::vector<PluginInfo>& found,
                                 bool allow_env) {
   auto usable = [&](std::string_view name) -> const PluginInfo* {
@@ -57,7 +60,8 @@ std::vector<std::string> expand(std::string_view selector, const std::vector<Plu
         for (const PluginInfo& p : found) {
           if (p.state != PluginState::available || p.name == "host") continue;
           for (std::size_t i = 0; i < p.devices.size(); ++i)
-            if (emulated(p.devices[i]) == want_emulated)
+            if (emulated(p.devices[i]) == want_emulated &&
+                detail::native_route_of(p, p.devices[i], found).empty())
               out.push_back(p.name + ":" + std::to_string(i) + "!");
         }
       };

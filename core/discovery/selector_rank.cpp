@@ -68,15 +68,33 @@ Rank rank_of(const PluginEntry& e, const DeviceInfo& d, std::size_t discovery) {
           d.compute_units,   discovery,        d.ordinal};
 }
 
+namespace {
+
+// "other:N" when usable, non-portable `other` drives the GPU `d` is; else "".
+std::string route_via(const DeviceInfo& d, const PluginInfo& other) {
+  if (portable(other.name) || other.state != PluginState::available) return {};
+  for (const DeviceInfo& o : other.devices)
+    if (same_gpu(d, o)) return other.name + ":" + std::to_string(o.ordinal);
+  return {};
+}
+
+}  // namespace
+
 std::string native_route_of(const PluginEntry& e, const DeviceInfo& d,
                             std::span<const PluginEntry> entries) {
   if (!portable(e.info.name)) return {};
-  for (const PluginEntry& other : entries) {
-    if (&other == &e || portable(other.info.name) || other.info.state != PluginState::available)
-      continue;
-    for (const DeviceInfo& o : other.info.devices)
-      if (same_gpu(d, o)) return other.info.name + ":" + std::to_string(o.ordinal);
-  }
+  for (const PluginEntry& other : entries)
+    if (&other != &e)
+      if (std::string route = route_via(d, other.info); !route.empty()) return route;
+  return {};
+}
+
+std::string native_route_of(const PluginInfo& p, const DeviceInfo& d,
+                            std::span<const PluginInfo> plugins) {
+  if (!portable(p.name)) return {};
+  for (const PluginInfo& other : plugins)
+    if (&other != &p)
+      if (std::string route = route_via(d, other); !route.empty()) return route;
   return {};
 }
 

@@ -47,6 +47,9 @@ Rank rank_of(const PluginEntry& e, const DeviceInfo& d, std::size_t discovery);
 /// native runtime reaches the whole GPU (its libraries, its graphs), the portable API less.
 std::string native_route_of(const PluginEntry& e, const DeviceInfo& d,
                             std::span<const PluginEntry> entries);
+/// The same for plugin `p`, one of `plugins` (what PluginRegistry::plugins() lists).
+std::string native_route_of(const PluginInfo& p, const DeviceInfo& d,
+                            std::span<const PluginInfo> plugins);
 
 /// Whether `a` is tried before `b` (the comparison of the keys above; a strict weak order).
 bool ranks_before(const Rank& a, const Rank& b);

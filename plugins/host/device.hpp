@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "capture.hpp"
+#include "captures.hpp"
 #include "driver.hpp"
 #include "kernel_handles.hpp"
 #include "gpuplug/support/regular_file.hpp"
@@ -202,7 +202,7 @@ class HostDevice final : public sdk::Device {
   mutable std::shared_mutex segments_mutex_;
   std::vector<Segment> segments_;  // guarded by segments_mutex_
   KernelHandles kernel_handles_;   // the handles get_function hands out (records: the modules')
-  Captures captures_;              // active stream captures and live graphs (capture.hpp)
+  sdk::Captures captures_;         // active stream captures and live graphs (captures.hpp)
   Executor executor_;              // last: destroyed first, after shutdown() in ~HostDevice
 };
 

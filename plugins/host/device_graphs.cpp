@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The host backend's graphs (ABI 1.3): recording work queued on a capturing stream, and replay.
-// The bookkeeping (which streams capture, invalidation, the live graphs) is capture.cpp's.
+// The bookkeeping (which streams capture, invalidation, the live graphs) is sdk::Captures'.
 #include <cstring>
 #include <string>
 #include <vector>
@@ -11,21 +11,15 @@
 
 namespace gpuplug::host {
 
+using sdk::CapturedOp;
+using sdk::GraphData;
+
 bool HostDevice::captured_copy(std::uint64_t stream, const char* op, void* dst, const void* src,
                                std::uint64_t bytes, bool stage) {
   return captures_.record(stream, op, [&] {
-    CapturedOp c;
-    c.kind = CapturedOp::Kind::copy;
-    c.dst = dst;
-    c.src = src;
-    c.bytes = static_cast<std::size_t>(bytes);
-    if (stage && bytes != 0) {  // replay uploads what the source held now
-      std::shared_ptr<std::byte[]> copy = std::make_shared_for_overwrite<std::byte[]>(c.bytes);
-      std::memcpy(copy.get(), src, c.bytes);
-      c.src = copy.get();
-      c.staged = std::move(copy);
-    }
-    return c;
+    // Host and device memory are one address space: every copy is a memcpy.
+    return CapturedOp::copy(CapturedOp::Kind::copy_d2d, dst, src,
+                            static_cast<std::size_t>(bytes), stage);
   });
 }
 
@@ -46,12 +40,7 @@ bool HostDevice::captured_copy_2d(std::uint64_t stream, const char* op, void* ds
 bool HostDevice::captured_fill(std::uint64_t stream, void* dst, std::uint8_t value,
                                std::uint64_t bytes) {
   return captures_.record(stream, "memset_d8", [&] {
-    CapturedOp c;
-    c.kind = CapturedOp::Kind::fill;
-    c.dst = dst;
-    c.value = value;
-    c.bytes = static_cast<std::size_t>(bytes);
-    return c;
+    return CapturedOp::fill(dst, value, static_cast<std::size_t>(bytes));
   });
 }
 
@@ -68,7 +57,7 @@ bool HostDevice::captured_launch(const KernelRecord& kernel, gpuplug_dim3_t grid
                     "; the capture is invalidated");
     CapturedOp c;
     c.kind = CapturedOp::Kind::launch;
-    c.fn = kernel.fn;
+    c.kernel = reinterpret_cast<const void*>(kernel.fn);  // a function pointer, as dlsym's
     c.name = kernel.name;
     c.grid = grid;
     c.block = block;
@@ -108,7 +97,9 @@ void HostDevice::vendor_graph_launch(std::uint64_t graph, std::uint64_t stream) 
   std::vector<void*> params;
   for (const CapturedOp& op : g->ops) {
     switch (op.kind) {
-      case CapturedOp::Kind::copy:
+      case CapturedOp::Kind::copy_h2d:
+      case CapturedOp::Kind::copy_d2h:
+      case CapturedOp::Kind::copy_d2d:
         if (op.staged)
           executor_.copy_owned(stream, op.dst, op.staged, op.bytes);
         else
@@ -124,7 +115,7 @@ void HostDevice::vendor_graph_launch(std::uint64_t graph, std::uint64_t stream) 
           params.push_back(const_cast<std::byte*>(op.args.data() + at));
           at += size;
         }
-        executor_.launch(stream, op.fn, op.name, op.grid, op.block, op.shared_bytes,
+        executor_.launch(stream, reinterpret_cast<gpuplug_host_kernel_fn>(op.kernel), op.name, op.grid, op.block, op.shared_bytes,
                          params.data());
         break;
       }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // VulkanDevice copies and memset: vkCmdCopyBuffer through the staging buffer, vkCmdFillBuffer.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "device.hpp"
@@ -27,7 +28,7 @@ void copy(const DeviceApi& vk, VkCommandBuffer cmd, VkBuffer src, std::uint64_t 
 
 }  // namespace
 
-void VulkanDevice::vendor_copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) {
+void VulkanDevice::copy_h2d_now(std::uint64_t dst, const void* src, std::uint64_t bytes) {
   const Location to = locate(dst);
   const auto* from = static_cast<const std::byte*>(src);
   if (to.block->mapped != nullptr) {  // managed: coherent, and no queued work touches it
@@ -45,7 +46,7 @@ void VulkanDevice::vendor_copy_h2d(std::uint64_t dst, const void* src, std::uint
   }
 }
 
-void VulkanDevice::vendor_copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) {
+void VulkanDevice::copy_d2h_now(void* dst, std::uint64_t src, std::uint64_t bytes) {
   const Location from = locate(src);
   auto* to = static_cast<std::byte*>(dst);
   if (from.block->mapped != nullptr) {
@@ -63,7 +64,7 @@ void VulkanDevice::vendor_copy_d2h(void* dst, std::uint64_t src, std::uint64_t b
   }
 }
 
-void VulkanDevice::vendor_copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) {
+void VulkanDevice::copy_d2d_now(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) {
   const Location to = locate(dst);
   const Location from = locate(src);
   std::lock_guard lock(queue_mutex_);
@@ -90,23 +91,67 @@ void VulkanDevice::vendor_copy_d2d(std::uint64_t dst, std::uint64_t src, std::ui
   }
 }
 
+using Kind = sdk::CapturedOp::Kind;
+
+// The synchronous copies are work on the default stream: while a blocking stream captures they
+// invalidate it (captured_copy throws); they are never recorded.
+void VulkanDevice::vendor_copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) {
+  if (captures_.any()) [[unlikely]]
+    captured_copy(0, "copy_h2d", Kind::copy_h2d, dst, src, bytes, false);
+  copy_h2d_now(dst, src, bytes);
+}
+void VulkanDevice::vendor_copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) {
+  if (captures_.any()) [[unlikely]]
+    captured_copy(0, "copy_d2h", Kind::copy_d2h, reinterpret_cast<std::uintptr_t>(dst),
+                  reinterpret_cast<const void*>(src), bytes, false);
+  copy_d2h_now(dst, src, bytes);
+}
+void VulkanDevice::vendor_copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) {
+  if (captures_.any()) [[unlikely]]
+    captured_copy(0, "copy_d2d", Kind::copy_d2d, dst, reinterpret_cast<const void*>(src), bytes,
+                  false);
+  copy_d2d_now(dst, src, bytes);
+}
+
 // Every operation completes before its call returns (device.hpp), so the async copies are the
-// synchronous ones: copy_h2d_async's source is free at return, as the ABI asks.
+// synchronous ones: copy_h2d_async's source is free at return, as the ABI asks (a capture keeps
+// a copy of it).
 void VulkanDevice::vendor_copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
-                                         std::uint64_t /*stream*/) {
-  vendor_copy_h2d(dst, src, bytes);
+                                         std::uint64_t stream) {
+  if (captures_.any() &&
+      captured_copy(stream, "copy_h2d_async", Kind::copy_h2d, dst, src, bytes, true)) [[unlikely]]
+    return;
+  copy_h2d_now(dst, src, bytes);
 }
 void VulkanDevice::vendor_copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
-                                         std::uint64_t /*stream*/) {
-  vendor_copy_d2h(dst, src, bytes);
+                                         std::uint64_t stream) {
+  if (captures_.any() &&
+      captured_copy(stream, "copy_d2h_async", Kind::copy_d2h,
+                    reinterpret_cast<std::uintptr_t>(dst), reinterpret_cast<const void*>(src),
+                    bytes, false)) [[unlikely]]
+    return;
+  copy_d2h_now(dst, src, bytes);
 }
 void VulkanDevice::vendor_copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
-                                         std::uint64_t /*stream*/) {
-  vendor_copy_d2d(dst, src, bytes);
+                                         std::uint64_t stream) {
+  if (captures_.any() &&
+      captured_copy(stream, "copy_d2d_async", Kind::copy_d2d, dst,
+                    reinterpret_cast<const void*>(src), bytes, false)) [[unlikely]]
+    return;
+  copy_d2d_now(dst, src, bytes);
 }
 
 void VulkanDevice::vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
-                                    std::uint64_t /*stream*/) {
+                                    std::uint64_t stream) {
+  if (captures_.any() && captures_.record(stream, "memset_d8", [&] {
+        return sdk::CapturedOp::fill(reinterpret_cast<void*>(dst), value,
+                                     static_cast<std::size_t>(bytes));
+      })) [[unlikely]]
+    return;
+  memset_now(dst, value, bytes);
+}
+
+void VulkanDevice::memset_now(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes) {
   const Location to = locate(dst);
   if (to.block->mapped != nullptr) {
     std::memset(to.block->mapped + to.offset, value, bytes);

@@ -13,10 +13,12 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <gpuplug/vulkan_handles.h>
 
+#include "captures.hpp"
 #include "driver.hpp"
 #include "interval_index.hpp"
 #include "plugin_sdk.hpp"
@@ -64,6 +66,9 @@ struct Kernel;
 /// by queued work. Overlap of streams is what this gives up.
 /// Kernels (modules.cpp, launch.cpp) run as compute pipelines whose arguments are push
 /// constants; a launch, like a copy, has completed when its call returns.
+/// Graphs (graphs.cpp): while a stream captures, its copies, memsets and launches are recorded
+/// into an sdk::Captures instead of run (a launch checked and its push constants packed first);
+/// a replay runs the recorded operations in order, as the calls would have.
 /// Thread-safety: every hook may run concurrently (memory and queue each have a lock).
 class VulkanDevice final : public sdk::Device {
  public:
@@ -137,6 +142,14 @@ class VulkanDevice final : public sdk::Device {
   void vendor_launch(std::uint64_t function, gpuplug_dim3_t grid, gpuplug_dim3_t block,
                      std::uint32_t shared_bytes, std::uint64_t stream, void** params) override;
 
+  // graphs (graphs.cpp): captured operations replayed in order (see above)
+  void vendor_begin_capture(std::uint64_t stream, std::int32_t mode) override;
+  std::uint64_t vendor_end_capture(std::uint64_t stream) override;
+  void vendor_graph_launch(std::uint64_t graph, std::uint64_t stream) override;
+  void vendor_graph_destroy(std::uint64_t graph) override;
+  void vendor_abort_capture(std::uint64_t stream) override;
+  bool vendor_is_capturing(std::uint64_t stream) override;
+
  private:
   static constexpr std::uint64_t kStagingBytes = std::uint64_t{8} << 20;
   static constexpr std::uint64_t kBlockBytes = std::uint64_t{64} << 20;
@@ -150,6 +163,9 @@ class VulkanDevice final : public sdk::Device {
   /// The block and offset of `address` (inside a live block; the SDK has checked the range).
   Location locate(std::uint64_t address);
   std::uint64_t carve(std::uint64_t bytes, bool managed);
+  /// Returns the allocation at `ptr` to its block (a block left empty is released unless it is
+  /// the last of its kind); nothing when no allocation starts there.
+  void release_range(std::uint64_t ptr);
   /// The device address of `host` inside a mapped block; Failure(INVALID_ARGUMENT) otherwise.
   std::uint64_t mapped_address(const void* host);
   /// Records `record(cmd)` into the command buffer, submits it and waits (submit.hpp). Queue
@@ -161,6 +177,22 @@ class VulkanDevice final : public sdk::Device {
   std::string missing_capability(std::span<const std::uint32_t> capabilities) const;
   /// The pipeline of `kernel` for workgroups of `block` threads, made on first use.
   VkPipeline pipeline(Kernel& kernel, const gpuplug_dim3_t& block);
+
+  // The operations themselves, run now (the vendor hooks check captures first; a replay calls
+  // these directly). `push` is the kernel's packed push-constant block (push_bytes long).
+  void copy_h2d_now(std::uint64_t dst, const void* src, std::uint64_t bytes);
+  void copy_d2h_now(void* dst, std::uint64_t src, std::uint64_t bytes);
+  void copy_d2d_now(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes);
+  void memset_now(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes);
+  void dispatch(Kernel& kernel, gpuplug_dim3_t grid, gpuplug_dim3_t block, const std::byte* push);
+  /// While captures_.any(): records a copy or memset queued on `stream` into its capture (true),
+  /// or false to run it now; Failure when it invalidates a capture. `stage`: the capture keeps
+  /// a copy of the source's bytes (copy_h2d_async).
+  [[gnu::cold]] bool captured_copy(std::uint64_t stream, const char* op,
+                                   sdk::CapturedOp::Kind kind, std::uint64_t dst,
+                                   const void* src, std::uint64_t bytes, bool stage);
+  /// The stream is ordered with stream 0: it was not made non-blocking.
+  bool blocks_with_default(std::uint64_t stream);
 
   const DriverApi& api_;
   PhysicalDevice physical_;
@@ -200,7 +232,9 @@ class VulkanDevice final : public sdk::Device {
   double timestamp_period_ns_ = 0;           // limits.timestampPeriod
   /// Now on the device's timestamp clock (submitted and waited for), else the host's, in ns.
   std::uint64_t event_time_ns();
-  std::mutex stream_mutex_;  // recorded_
+  sdk::Captures captures_;   // active stream captures and live graphs (captures.hpp)
+  std::mutex stream_mutex_;  // recorded_, non_blocking_
+  std::unordered_set<std::uint64_t> non_blocking_;  // streams made GPUPLUG_STREAM_NON_BLOCKING
   // event -> its time in ns when it was last recorded (absent: never recorded)
   std::unordered_map<std::uint64_t, std::uint64_t> recorded_;
 };

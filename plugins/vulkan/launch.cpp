@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// VulkanDevice::vendor_launch: the arguments packed into push constants, the pipeline for the
-// block size, one dispatch per slice of the grid the device's workgroup count allows.
+// VulkanDevice::vendor_launch: the launch checked, the arguments packed into push constants
+// (recorded so while the stream captures), the pipeline for the block size, one dispatch per
+// slice of the grid the device's workgroup count allows.
 #include <algorithm>
 #include <cstring>
 
@@ -91,18 +92,34 @@ void VulkanDevice::vendor_launch(std::uint64_t function, gpuplug_dim3_t grid,
            std::to_string(limits_.maxComputeWorkGroupCount[1]) + " workgroups in y or " +
            std::to_string(limits_.maxComputeWorkGroupCount[2]) + " in z");
 
-  // The values are copied here, before the call returns (the ABI lends params for the call).
+  // The values are copied here, before the call returns (the ABI lends params for the call);
+  // a capture keeps the packed block.
   std::array<std::byte, kMaxPushBytes> push{};
   for (std::size_t i = 0; i < k.args.size(); ++i)
     std::memcpy(push.data() + k.args[i].offset, params[i], k.args[i].size);
+  if (captures_.any() && captures_.record(stream, "launch", [&] {
+        sdk::CapturedOp c;
+        c.kind = sdk::CapturedOp::Kind::launch;
+        c.kernel = &k;
+        c.name = k.name;
+        c.grid = grid;
+        c.block = block;
+        c.args.assign(push.begin(), push.begin() + k.push_bytes);
+        return c;
+      })) [[unlikely]]
+    return;
+  dispatch(k, grid, block, push.data());
+}
+
+void VulkanDevice::dispatch(Kernel& k, gpuplug_dim3_t grid, gpuplug_dim3_t block,
+                            const std::byte* push) {
   const VkPipeline p = pipeline(k, block);
   const std::uint32_t slice = limits_.maxComputeWorkGroupCount[0];
   std::lock_guard lock(queue_mutex_);
   submit_and_wait("launch", [&](VkCommandBuffer cmd) {
     vk_.cmd_bind_pipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
     if (k.push_bytes > 0)
-      vk_.cmd_push_constants(cmd, k.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, k.push_bytes,
-                             push.data());
+      vk_.cmd_push_constants(cmd, k.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, k.push_bytes, push);
     // gl_WorkGroupID.x counts from each slice's base, so a kernel sees one grid.
     for (std::uint32_t x0 = 0; x0 < grid.x; x0 += std::min(slice, grid.x - x0))
       vk_.cmd_dispatch_base(cmd, x0, 0, 0, std::min(slice, grid.x - x0), grid.y, grid.z);

@@ -120,8 +120,19 @@ std::uint64_t VulkanDevice::carve(std::uint64_t bytes, bool managed) {
   return take(b);
 }
 
-std::uint64_t VulkanDevice::vendor_alloc(std::uint64_t bytes) { return carve(bytes, false); }
-std::uint64_t VulkanDevice::vendor_alloc_managed(std::uint64_t bytes) { return carve(bytes, true); }
+// alloc and free are the "potentially unsafe" calls of a global or thread-local capture
+// (captures.hpp). A refused free has freed the memory already (the ledger forgot it before the
+// hook ran), and only invalidates the capture.
+std::uint64_t VulkanDevice::vendor_alloc(std::uint64_t bytes) {
+  if (captures_.any()) [[unlikely]]
+    captures_.check_unsafe_call("alloc");
+  return carve(bytes, false);
+}
+std::uint64_t VulkanDevice::vendor_alloc_managed(std::uint64_t bytes) {
+  if (captures_.any()) [[unlikely]]
+    captures_.check_unsafe_call("alloc_managed");
+  return carve(bytes, true);
+}
 
 Location VulkanDevice::locate(std::uint64_t address) {
   std::lock_guard lock(memory_mutex_);
@@ -134,6 +145,12 @@ Location VulkanDevice::locate(std::uint64_t address) {
 }
 
 void VulkanDevice::vendor_free(std::uint64_t ptr, gpuplug_alloc_kind_t /*kind*/) {
+  release_range(ptr);
+  if (captures_.any()) [[unlikely]]
+    captures_.check_unsafe_call("free");
+}
+
+void VulkanDevice::release_range(std::uint64_t ptr) {
   std::lock_guard lock(memory_mutex_);
   const auto found = index_.find(ptr);
   if (!found) return;  // the SDK's ledger knew it; nothing here holds it

@@ -22,13 +22,30 @@ std::uint64_t next_value() noexcept { return g_next_value.fetch_add(1, std::memo
 }  // namespace
 
 std::uint64_t VulkanDevice::vendor_stream_create() { return next_value(); }
-std::uint64_t VulkanDevice::vendor_stream_create_flags(std::uint32_t /*flags*/) {
-  // Blocking and non-blocking alike: work on no stream is ever left pending.
-  return vendor_stream_create();
+std::uint64_t VulkanDevice::vendor_stream_create_flags(std::uint32_t flags) {
+  // Blocking and non-blocking run alike (work on no stream is ever left pending); the flag
+  // decides only whether default-stream work invalidates the stream's capture.
+  const std::uint64_t stream = vendor_stream_create();
+  if (flags == GPUPLUG_STREAM_NON_BLOCKING) {
+    std::lock_guard lock(stream_mutex_);
+    non_blocking_.insert(stream);
+  }
+  return stream;
 }
-void VulkanDevice::vendor_stream_destroy(std::uint64_t /*stream*/) {}
-void VulkanDevice::vendor_stream_synchronize(std::uint64_t /*stream*/) {}
-void VulkanDevice::vendor_synchronize() {}
+void VulkanDevice::vendor_stream_destroy(std::uint64_t stream) {
+  if (captures_.any()) [[unlikely]]
+    captures_.forget_stream(stream);
+  std::lock_guard lock(stream_mutex_);
+  non_blocking_.erase(stream);
+}
+void VulkanDevice::vendor_stream_synchronize(std::uint64_t stream) {
+  if (captures_.any()) [[unlikely]]
+    captures_.check_synchronize(stream, "stream_synchronize");
+}
+void VulkanDevice::vendor_synchronize() {
+  if (captures_.any()) [[unlikely]]
+    captures_.check_device_synchronize("synchronize");
+}
 
 std::uint64_t VulkanDevice::vendor_event_create() { return next_value(); }
 void VulkanDevice::vendor_event_destroy(std::uint64_t event) {
@@ -53,12 +70,19 @@ std::uint64_t VulkanDevice::event_time_ns() {
                                     timestamp_period_ns_);
 }
 
-void VulkanDevice::vendor_event_record(std::uint64_t event, std::uint64_t /*stream*/) {
+void VulkanDevice::vendor_event_record(std::uint64_t event, std::uint64_t stream) {
+  if (captures_.any() && captures_.record_event(event, stream)) [[unlikely]]
+    return;
   const std::uint64_t now = event_time_ns();
   std::lock_guard lock(stream_mutex_);
   recorded_[event] = now;
 }
-void VulkanDevice::vendor_stream_wait_event(std::uint64_t /*stream*/, std::uint64_t /*event*/) {}
+void VulkanDevice::vendor_stream_wait_event(std::uint64_t stream, std::uint64_t event) {
+  // Every event has completed when recorded: a wait orders nothing, except in a capture (a fork
+  // or a join).
+  if (captures_.any()) [[unlikely]]
+    captures_.wait_event(stream, event, blocks_with_default(stream));
+}
 void VulkanDevice::vendor_event_synchronize(std::uint64_t /*event*/) {}
 bool VulkanDevice::vendor_event_query(std::uint64_t /*event*/) { return true; }
 

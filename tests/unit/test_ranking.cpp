@@ -230,3 +230,33 @@ BOOST_AUTO_TEST_CASE(native_plugin_ranks_above_the_same_gpu_through_vulkan) {
   const std::vector<std::string> want{"vulkan:0", "fake_gpu_big:0"};
   BOOST_TEST(order(s) == want, boost::test_tools::per_element());
 }
+
+std::vector<std::string> created(PluginRegistry& r, const std::string& selector) {
+  std::vector<std::string> out;
+  for (const auto& b : r.create_all(selector)) out.emplace_back(b->name());
+  return out;
+}
+
+// create_all("auto") makes one backend per GPU: the Vulkan route to a GPU a native plugin drives
+// is left out, in either discovery order; a Vulkan device of its own is kept, and naming vulkan
+// still makes it.
+BOOST_AUTO_TEST_CASE(create_all_auto_makes_one_backend_per_gpu) {
+  for (const bool vulkan_first : {true, false}) {
+    BOOST_TEST_CONTEXT("vulkan discovered " << (vulkan_first ? "first" : "second")) {
+      PluginRegistry r;
+      if (vulkan_first)
+        add(r, {ranked("vulkan"), ranked("fake_native"), host_plugin_file()});
+      else
+        add(r, {ranked("fake_native"), ranked("vulkan"), host_plugin_file()});
+      BOOST_TEST(created(r, "auto") == std::vector<std::string>{"fake_native:0"},
+                 boost::test_tools::per_element());
+      BOOST_TEST(created(r, "vulkan,auto") ==
+                     (std::vector<std::string>{"vulkan:0", "fake_native:0"}),
+                 boost::test_tools::per_element());
+    }
+  }
+  PluginRegistry r;
+  add(r, {ranked("fake_gpu_big"), ranked("vulkan")});
+  BOOST_TEST(created(r, "auto") == (std::vector<std::string>{"fake_gpu_big:0", "vulkan:0"}),
+             boost::test_tools::per_element());
+}

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Stream capture for the host backend (ABI 1.3 graphs): which streams capture, what they
-// recorded, what invalidates a capture, and the live graphs. The executor never sees captured
-// work; a replay queues the recorded operations on it (device_graphs.cpp).
+// Captures: stream capture for a plugin's graphs (ABI 1.3): which streams capture, what they
+// recorded, what invalidates a capture, and the live graphs. Vendor-neutral: a plugin whose
+// driver has no graphs of its own (host, Vulkan) records its operations here instead of running
+// them, and replays a graph by running the recorded operations in order.
 #pragma once
 
 #include <gpuplug/abi.h>
@@ -17,24 +18,34 @@
 #include <thread>
 #include <vector>
 
-namespace gpuplug::host {
+// Built only against an ABI with graphs (1.3 and later).
+#if GPUPLUG_ABI_VERSION_MINOR >= 3
+namespace gpuplug::sdk {
 
-/// One recorded operation. Copies and fills name their memory as it was given; a staged copy
-/// (copy_h2d_async) owns the bytes its source held at capture. A launch owns a copy of each
-/// argument's bytes (`args`, laid out one after another, `arg_sizes` long each).
+/// One recorded operation. Copies and fills name their memory as it was given (a vendor whose
+/// device pointers are integers casts them); a staged copy (copy_h2d_async) owns the bytes its
+/// source held at capture. A launch names the vendor's kernel (`kernel`, opaque here: what the
+/// vendor needs to run it again) and owns a copy of its argument bytes (`args`, laid out one
+/// after another, `arg_sizes` long each, or as the vendor packed them).
 struct CapturedOp {
-  enum class Kind { copy, fill, launch } kind = Kind::copy;
+  enum class Kind { copy_h2d, copy_d2h, copy_d2d, fill, launch } kind = Kind::copy_d2d;
   void* dst = nullptr;
   const void* src = nullptr;
   std::size_t bytes = 0;
   std::uint8_t value = 0;
   std::shared_ptr<const std::byte[]> staged = {};  // copy: owns src when it was staged
-  gpuplug_host_kernel_fn fn = nullptr;             // launch
+  const void* kernel = nullptr;                    // launch
   std::string name;                                // launch: "module::function"
   gpuplug_dim3_t grid{}, block{};
   std::uint32_t shared_bytes = 0;
   std::vector<std::byte> args;
   std::vector<std::uint32_t> arg_sizes;
+
+  /// A copy of `bytes` from `src` to `dst`; `stage`: the op keeps a copy of the bytes `src`
+  /// holds now and replays from it (copy_h2d_async, whose source is free at return).
+  static CapturedOp copy(Kind kind, void* dst, const void* src, std::size_t bytes, bool stage);
+  /// A fill of `bytes` at `dst` with `value`.
+  static CapturedOp fill(void* dst, std::uint8_t value, std::size_t bytes);
 };
 
 /// An instantiated graph: the operations in recording order, which is an order valid for every
@@ -43,7 +54,7 @@ struct GraphData {
   std::vector<CapturedOp> ops;
 };
 
-/// The captures of one host device and the graphs they made.
+/// The captures of one device and the graphs they made.
 ///
 /// Fast path: `any()` is one relaxed atomic load, false whenever no stream of the device
 /// captures; the copy, memset, launch and event paths call the rest only when it is true.
@@ -59,7 +70,7 @@ class Captures {
  public:
   bool any() const noexcept { return active_.load(std::memory_order_relaxed) != 0; }
 
-  /// `blocking`: the stream is ordered with stream 0 (Executor::blocks_with_default), so that
+  /// `blocking`: the stream is ordered with stream 0 (it was not made non-blocking), so that
   /// work on stream 0 would wait for the capture and invalidates it; a capture of non-blocking
   /// streams only is not affected by stream 0.
   void begin(std::uint64_t stream, std::int32_t mode, bool blocking);
@@ -142,4 +153,5 @@ class Captures {
   std::uint64_t next_graph_ = 1;
 };
 
-}  // namespace gpuplug::host
+}  // namespace gpuplug::sdk
+#endif

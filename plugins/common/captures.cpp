@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
-// Captures: the host backend's stream captures, their invalidation, and the live graphs.
-#include "capture.hpp"
+// Captures: stream captures, their invalidation, and the live graphs (captures.hpp).
+#include "captures.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <memory>
 #include <exception>
 #include <string>
 #include <utility>
 
 #include "failure.hpp"
 
-namespace gpuplug::host {
+#if GPUPLUG_ABI_VERSION_MINOR >= 3
+namespace gpuplug::sdk {
 
 namespace {
 std::string stream_name(std::uint64_t stream) { return "stream " + std::to_string(stream); }
@@ -23,10 +26,35 @@ const char* mode_name(std::int32_t mode) noexcept {
 }
 }  // namespace
 
+CapturedOp CapturedOp::copy(Kind kind, void* dst, const void* src, std::size_t bytes,
+                            bool stage) {
+  CapturedOp c;
+  c.kind = kind;
+  c.dst = dst;
+  c.src = src;
+  c.bytes = bytes;
+  if (stage && bytes != 0) {
+    std::shared_ptr<std::byte[]> copy = std::make_shared_for_overwrite<std::byte[]>(bytes);
+    std::memcpy(copy.get(), src, bytes);
+    c.src = copy.get();
+    c.staged = std::move(copy);
+  }
+  return c;
+}
+
+CapturedOp CapturedOp::fill(void* dst, std::uint8_t value, std::size_t bytes) {
+  CapturedOp c;
+  c.kind = Kind::fill;
+  c.dst = dst;
+  c.value = value;
+  c.bytes = bytes;
+  return c;
+}
+
 void Captures::begin(std::uint64_t stream, std::int32_t mode, bool blocking) {
   std::lock_guard lock(mutex_);
   if (const auto it = by_stream_.find(stream); it != by_stream_.end()) {
-    sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+    fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
               "stream_begin_capture: " + stream_name(stream) +
                   (it->second->origin == stream
                        ? " captures already (end_capture or abort it first)"
@@ -47,20 +75,20 @@ std::uint64_t Captures::end(std::uint64_t stream) {
   std::lock_guard lock(mutex_);
   const auto it = by_stream_.find(stream);
   if (it == by_stream_.end())
-    sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+    fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
               "stream_end_capture: " + stream_name(stream) + " began no capture");
   if (it->second->origin != stream)
-    sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+    fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
               "stream_end_capture: " + stream_name(stream) + " joined the capture of " +
                   stream_name(it->second->origin) + "; end it on that stream");
   const std::shared_ptr<Capture> c = it->second;
   remove(c);  // ended either way: the streams run work again
   if (!c->poisoned.empty())
-    sdk::fail(GPUPLUG_STATUS_CAPTURE_INVALIDATED,
+    fail(GPUPLUG_STATUS_CAPTURE_INVALIDATED,
               "stream_end_capture: the capture of " + stream_name(stream) +
                   " was invalidated: " + c->poisoned);
   if (!c->unjoined.empty())
-    sdk::fail(GPUPLUG_STATUS_CAPTURE_INVALIDATED,
+    fail(GPUPLUG_STATUS_CAPTURE_INVALIDATED,
               "stream_end_capture: " + stream_name(*c->unjoined.begin()) +
                   " forked from the capture of " + stream_name(stream) +
                   " and was not joined back (record an event on it after its work and wait on "
@@ -92,7 +120,7 @@ void Captures::remove(const std::shared_ptr<Capture>& c) noexcept {
 
 void Captures::poison_and_fail(Capture& c, std::string why) {
   if (c.poisoned.empty()) c.poisoned = why;
-  sdk::fail(GPUPLUG_STATUS_CAPTURE_INVALIDATED, std::move(why));
+  fail(GPUPLUG_STATUS_CAPTURE_INVALIDATED, std::move(why));
 }
 
 void Captures::poison_current(Capture& c) noexcept {
@@ -123,13 +151,13 @@ Captures::Capture* Captures::capture_for_work(std::uint64_t stream, const char* 
         "stream to allow this); the capture is invalidated";
     for (auto& [member, c] : by_stream_)
       if (!c->blocking.empty() && c->poisoned.empty()) c->poisoned = why;
-    sdk::fail(GPUPLUG_STATUS_CAPTURE_INVALIDATED, why);
+    fail(GPUPLUG_STATUS_CAPTURE_INVALIDATED, why);
   }
   const auto it = by_stream_.find(stream);
   if (it == by_stream_.end()) return nullptr;
   Capture& c = *it->second;
   if (!c.poisoned.empty())
-    sdk::fail(GPUPLUG_STATUS_CAPTURE_INVALIDATED,
+    fail(GPUPLUG_STATUS_CAPTURE_INVALIDATED,
               std::string(op) + ": the capture of " + stream_name(c.origin) +
                   " was invalidated (" + c.poisoned +
                   "); abort it (abort_capture_if_active) to use the stream again");
@@ -170,7 +198,7 @@ void Captures::check_device_synchronize(const char* op) {
                           " captures; the capture is invalidated";
   for (auto& [member, c] : by_stream_)
     if (c->poisoned.empty()) c->poisoned = why;
-  sdk::fail(GPUPLUG_STATUS_CAPTURE_INVALIDATED, why);
+  fail(GPUPLUG_STATUS_CAPTURE_INVALIDATED, why);
 }
 
 void Captures::check_unsafe_call(const char* op) {
@@ -219,7 +247,7 @@ bool Captures::wait_event(std::uint64_t stream, std::uint64_t event, bool blocki
   }
   if (waiting_in == nullptr) {  // a fork: the stream joins the capture
     if (!recorded_in->poisoned.empty())
-      sdk::fail(GPUPLUG_STATUS_CAPTURE_INVALIDATED,
+      fail(GPUPLUG_STATUS_CAPTURE_INVALIDATED,
                 "stream_wait_event: the capture of " + stream_name(recorded_in->origin) +
                     " was invalidated (" + recorded_in->poisoned + ")");
     recorded_in->members.insert(stream);
@@ -265,7 +293,7 @@ std::shared_ptr<const GraphData> Captures::graph(std::uint64_t graph) const {
   std::lock_guard lock(mutex_);
   const auto it = graphs_.find(graph);
   if (it == graphs_.end())
-    sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+    fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
               "graph_launch: unknown graph " + std::to_string(graph) + " (destroyed)");
   return it->second;
 }
@@ -275,10 +303,11 @@ void Captures::destroy_graph(std::uint64_t graph) {
   std::lock_guard lock(mutex_);
   const auto it = graphs_.find(graph);
   if (it == graphs_.end())
-    sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
+    fail(GPUPLUG_STATUS_INVALID_ARGUMENT,
               "graph_destroy: unknown graph " + std::to_string(graph) + " (destroyed)");
   last = std::move(it->second);
   graphs_.erase(it);
 }
 
-}  // namespace gpuplug::host
+}  // namespace gpuplug::sdk
+#endif
