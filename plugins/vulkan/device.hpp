@@ -22,6 +22,7 @@
 #include "driver.hpp"
 #include "interval_index.hpp"
 #include "plugin_sdk.hpp"
+#include "spirv.hpp"
 
 namespace gpuplug::vulkan {
 
@@ -172,9 +173,6 @@ class VulkanDevice final : public sdk::Device {
   /// lock held.
   template <class Record>
   void submit_and_wait(const char* op, Record&& record);
-  /// The first SPIR-V capability of `capabilities` that needs a device feature this VkDevice
-  /// lacks, by name; "" when none (capabilities it has no rule for pass to the driver).
-  std::string missing_capability(std::span<const std::uint32_t> capabilities) const;
   /// The pipeline of `kernel` for workgroups of `block` threads, made on first use.
   VkPipeline pipeline(Kernel& kernel, const gpuplug_dim3_t& block);
 
@@ -199,9 +197,7 @@ class VulkanDevice final : public sdk::Device {
   VkPhysicalDeviceMemoryProperties memory_props_{};
   VkPhysicalDeviceLimits limits_{};  // workgroup counts and sizes, push-constant bytes
   // Optional features enabled on the VkDevice where offered (kernels' capabilities need them).
-  bool int8_ = false, int16_ = false, float16_ = false, float64_ = false;
-  bool push_constant8_ = false, memory_model_ = false;
-  bool device_clock_ = false;  // VK_KHR_shader_clock's shaderDeviceClock, enabled
+  DeviceFeatures features_;  // as enabled; a module's capabilities are checked against them
   std::uint64_t max_allocation_ = 0;  // min(maxMemoryAllocationSize, maxBufferSize)
   std::uint32_t device_type_ = 0;     // memory type index of device blocks
   std::uint32_t host_type_ = 0;       // memory type index of managed blocks and staging

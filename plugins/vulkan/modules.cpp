@@ -16,18 +16,6 @@ LoadedModule& loaded(sdk::VendorModule module) {
 
 }  // namespace
 
-std::string VulkanDevice::missing_capability(std::span<const std::uint32_t> capabilities) const {
-  for (const std::uint32_t c : capabilities) {
-    const bool ok = (c != kCapFloat16 || float16_) && (c != kCapFloat64 || float64_) &&
-                    (c != kCapInt16 || int16_) && (c != kCapInt8 || int8_) &&
-                    (c != kCapStoragePushConstant8 || push_constant8_) &&
-                    (c != kCapVulkanMemoryModel || memory_model_) &&
-                    (c != kCapShaderClockKHR || device_clock_);
-    if (!ok) return capability_name(c);
-  }
-  return {};
-}
-
 sdk::VendorModule VulkanDevice::vendor_load_module(std::string_view name,
                                                    std::span<const std::byte> image) {
   const std::string what = "module " + std::string(name);
@@ -38,7 +26,7 @@ sdk::VendorModule VulkanDevice::vendor_load_module(std::string_view name,
     sdk::fail(GPUPLUG_STATUS_INVALID_IMAGE, what + ": " + e.what());
   }
   for (const ContainerKernel& k : container.kernels) {
-    if (const std::string missing = missing_capability(k.capabilities); !missing.empty())
+    if (const std::string missing = missing_capability(k.capabilities, features_); !missing.empty())
       sdk::fail(GPUPLUG_STATUS_INVALID_IMAGE,
                 what + ": kernel " + k.name + " needs the SPIR-V capability " + missing +
                     ", whose device feature " + physical_.name + " does not offer");

@@ -242,4 +242,25 @@ std::string capability_name(std::uint32_t capability) {
   }
 }
 
+std::string missing_capability(std::span<const std::uint32_t> capabilities,
+                               const DeviceFeatures& f) {
+  for (const std::uint32_t c : capabilities) {
+    bool ok = true;
+    switch (c) {
+      case kCapFloat16: ok = f.float16; break;
+      case kCapFloat64: ok = f.float64; break;
+      case kCapInt16: ok = f.int16; break;
+      case kCapInt8: ok = f.int8; break;
+      case kCapStorageBuffer16BitAccess: ok = f.storage_buffer16; break;
+      case kCapStoragePushConstant16: ok = f.push_constant16; break;
+      case kCapStoragePushConstant8: ok = f.push_constant8; break;
+      case kCapVulkanMemoryModel: ok = f.memory_model; break;
+      case kCapShaderClockKHR: ok = f.device_clock; break;
+      default: break;
+    }
+    if (!ok) return capability_name(c);
+  }
+  return {};
+}
+
 }  // namespace gpuplug::vulkan

@@ -64,4 +64,19 @@ SpirvInfo reflect(std::span<const std::uint32_t> words);
 /// "Int64", "StoragePushConstant8", ... for the capabilities kernels use; "capability N" else.
 std::string capability_name(std::uint32_t capability);
 
+/// The optional device features a kernel's SPIR-V capabilities may need, as a VkDevice has them
+/// enabled (the plugin enables each wherever the device offers it).
+struct DeviceFeatures {
+  bool int8 = false, int16 = false, float16 = false, float64 = false;
+  bool storage_buffer16 = false, push_constant16 = false, push_constant8 = false;
+  bool memory_model = false;
+  bool device_clock = false;  // VK_KHR_shader_clock's shaderDeviceClock
+};
+
+/// The name of the first capability of `capabilities` that needs a feature `features` lacks;
+/// "" when none does. Capabilities every gpuplug Vulkan device has (Shader, Int64, 8-bit storage,
+/// buffer device addresses) and ones without a rule here pass: the driver judges those.
+std::string missing_capability(std::span<const std::uint32_t> capabilities,
+                               const DeviceFeatures& features);
+
 }  // namespace gpuplug::vulkan

@@ -2,7 +2,8 @@
 // The Vulkan module container and SPIR-V reader (plugins/vulkan/container.hpp, spirv.hpp): what
 // gpuplug-vulkan-pack derived from the built kernels (arguments, workgroup sizes, `_args`), and
 // that truncated, mutated and inconsistent containers are refused with a reason before any of it
-// could reach a driver. No Vulkan driver needed.
+// could reach a driver, and which device features a kernel's capabilities need. No Vulkan driver
+// needed.
 
 #define BOOST_TEST_MODULE test_vulkan_container
 #include <gpuplug/kernel_args.h>
@@ -12,9 +13,11 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "container.hpp"
+#include "spirv.hpp"
 #include "gpuplug/support/files.hpp"
 
 namespace {
@@ -142,4 +145,48 @@ BOOST_AUTO_TEST_CASE(spirv_framing) {
   BOOST_TEST(vk::spirv_problem(words).find("runs past the end") != std::string::npos);
   BOOST_TEST(vk::spirv_problem(std::span(words).first(3)).find("shorter than its header") !=
              std::string::npos);
+}
+
+// A module whose kernels need a SPIR-V capability the device's features lack is refused at load,
+// naming the capability; lavapipe offers every feature a rule checks, so the rules are checked
+// here against feature sets a real device could have.
+BOOST_AUTO_TEST_CASE(capabilities_are_checked_against_the_features) {
+  vk::DeviceFeatures all;
+  all.int8 = all.int16 = all.float16 = all.float64 = true;
+  all.storage_buffer16 = all.push_constant16 = all.push_constant8 = true;
+  all.memory_model = all.device_clock = true;
+  const vk::DeviceFeatures none;
+  // The baseline every gpuplug Vulkan device has, and capabilities without a rule, pass.
+  const std::vector<std::uint32_t> baseline{vk::kCapShader, vk::kCapInt64,
+                                            vk::kCapStorageBuffer8BitAccess,
+                                            vk::kCapPhysicalStorageBufferAddresses, 4437u};
+  BOOST_TEST(vk::missing_capability(baseline, none).empty());
+  const std::pair<std::uint32_t, bool vk::DeviceFeatures::*> rules[] = {
+      {vk::kCapInt8, &vk::DeviceFeatures::int8},
+      {vk::kCapInt16, &vk::DeviceFeatures::int16},
+      {vk::kCapFloat16, &vk::DeviceFeatures::float16},
+      {vk::kCapFloat64, &vk::DeviceFeatures::float64},
+      {vk::kCapStorageBuffer16BitAccess, &vk::DeviceFeatures::storage_buffer16},
+      {vk::kCapStoragePushConstant16, &vk::DeviceFeatures::push_constant16},
+      {vk::kCapStoragePushConstant8, &vk::DeviceFeatures::push_constant8},
+      {vk::kCapVulkanMemoryModel, &vk::DeviceFeatures::memory_model},
+      {vk::kCapShaderClockKHR, &vk::DeviceFeatures::device_clock},
+  };
+  for (const auto& [capability, feature] : rules) {
+    BOOST_TEST_CONTEXT(vk::capability_name(capability)) {
+      std::vector<std::uint32_t> caps = baseline;
+      caps.push_back(capability);
+      BOOST_TEST(vk::missing_capability(caps, all).empty());
+      vk::DeviceFeatures lacking = all;
+      lacking.*feature = false;
+      BOOST_TEST(vk::missing_capability(caps, lacking) == vk::capability_name(capability));
+    }
+  }
+  // The sample modules need none of the optional features: they load on every device the
+  // plugin accepts.
+  for (const char* module : {"axpy", "gemm", "e4m3", "activation"}) {
+    const vk::Container c = vk::read_container(read(module));
+    for (const auto& k : c.kernels)
+      BOOST_TEST(vk::missing_capability(k.capabilities, none).empty(), module << "::" << k.name);
+  }
 }
