@@ -163,7 +163,10 @@ VendorModule ModuleRegistry::get(std::string_view name) {
   std::vector<std::string> folders;
   for (const auto& f : search_path_) folders.push_back(shown(f.string()));
   std::string msg = "module " + shown(name) + " not found: not loaded";
-  if (!search_path_.empty())
+  if (!search_path_.empty() && tried.empty())
+    msg += ", and this plugin names no module file extensions, so it reads no module files from "
+           "the module folders " + support::join(folders, ":") + " (load the module from memory)";
+  else if (!search_path_.empty())
     msg += ", and no " + support::join(tried) + " in the module folders " +
            support::join(folders, ":") + " (modules_dir after the built-in one)";
   else

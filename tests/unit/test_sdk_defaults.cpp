@@ -8,6 +8,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -79,7 +80,8 @@ class MinimalDevice final : public sdk::Device {
                                                      const std::string&) override {
     return std::nullopt;
   }
-  std::vector<std::string> vendor_module_file_extensions() const override { return {".bin"}; }
+  std::vector<std::string> vendor_module_file_extensions() const override { return extensions; }
+  std::vector<std::string> extensions{".bin"};  // set before modules are looked up
   void vendor_launch(std::uint64_t, gpuplug_dim3_t, gpuplug_dim3_t, std::uint32_t, std::uint64_t,
                      void**) override {}
 
@@ -246,6 +248,38 @@ BOOST_AUTO_TEST_CASE(a_device_looks_up_its_ledger_and_modules) {
   }
   BOOST_TEST(table().free(d.inst, a) == GPUPLUG_STATUS_SUCCESS);
   BOOST_TEST(!device.ledger().find(a).has_value());
+}
+
+// A module that is not loaded and not found names the folders and the files it looked for; a
+// plugin naming no file extensions says that it reads no module files, instead of an empty list.
+BOOST_AUTO_TEST_CASE(a_module_not_found_says_where_it_was_looked_for) {
+  const std::string folder = std::filesystem::temp_directory_path().string();
+  const gpuplug_option_t options[] = {{"modules_dir", folder.c_str()}};
+  gpuplug_instance_t inst = nullptr;
+  char error[256] = {};
+  BOOST_TEST_REQUIRE(table().create(0, options, 1, nullptr, &inst, error, sizeof error) ==
+                         GPUPLUG_STATUS_SUCCESS,
+                     error);
+  auto& device = *reinterpret_cast<MinimalDevice*>(inst);
+  const auto message = [&] {
+    try {
+      device.modules().get("gpuplug_absent_module");
+    } catch (const sdk::Failure& f) {
+      BOOST_TEST(f.status() == GPUPLUG_STATUS_NOT_FOUND);
+      return std::string(f.what());
+    }
+    BOOST_ERROR("an absent module was found");
+    return std::string();
+  };
+  const std::string with_ext = message();
+  BOOST_TEST(contains(with_ext, "no gpuplug_absent_module.bin in the module folders"), with_ext);
+  BOOST_TEST(contains(with_ext, folder), with_ext);
+  device.extensions.clear();
+  const std::string without = message();
+  BOOST_TEST(!contains(without, "no  in"), without);
+  BOOST_TEST(contains(without, "names no module file extensions"), without);
+  BOOST_TEST(contains(without, folder), without);
+  table().destroy(inst);
 }
 
 #if GPUPLUG_ABI_VERSION_MINOR >= 3
