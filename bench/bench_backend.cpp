@@ -9,7 +9,7 @@
 //  Both reach the same SDK slot and host executor, so the difference is the core's layer.
 //  - `launch/counted`: launch_args of `noop_counted`, which publishes `noop_counted_args`: the
 //    primitive launch plus the check of the argument count and sizes against the signature.
-//  - `launch/layer:<name>`: `launch/gpuplug` on a backend with one layer enabled (issue 17,
+//  - `launch/layer:<name>`: `launch/gpuplug` on a backend with one layer enabled (see
 //    docs/layers.md): `passthrough` is a layer that sets no slot (the core's forwarder alone),
 //    the others are the built-in layers with their default options. `launch/gpuplug` itself
 //    runs with no layer (GPUPLUG_LAYERS is unset here), the path every application has by default.

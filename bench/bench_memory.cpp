@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// What memory you can see costs (issue 18, docs/memory.md): the AllocationLedger's alloc + free
+// What memory you can see costs (docs/memory.md): the AllocationLedger's alloc + free
 // with the history ring on (memory_history=N) and with a MemoryScope open, beside the same loop
 // with both off (`alloc_free/ledger` of bench_backend measures the same loop), and a snapshot.
 //   - `ledger_alloc_free/history:0|4096`: alloc + free around aligned_alloc, as

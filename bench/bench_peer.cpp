@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// copy_peer's bandwidth (issue 19, docs/interop.md), on host, against baselines of the same run:
+// copy_peer's bandwidth (docs/interop.md), on host, against baselines of the same run:
 //  - `copy_peer/vendor/<bytes>`: copy_peer between two host backends (two instances of the host
 //    plugin) through the plugin's own peer copy (ABI 1.2 copy_peer_async: one memcpy);
 //  - `copy_peer/staged_pinned/<bytes>`, `copy_peer/staged_pageable/<bytes>`: the same backends,

@@ -77,7 +77,7 @@ std::span<const Case> differential_cases();
 std::span<const Case> lifecycle_cases();
 std::span<const Case> event_cases();
 std::span<const Case> stream_cases();  // stream order without timing, launch-argument lifetime
-std::span<const Case> peer_cases();    // copy_peer and copy_peer_async (issue 19)
+std::span<const Case> peer_cases();    // copy_peer and copy_peer_async
 std::span<const Case> pinned_cases();  // mapped host memory and host_address (ABI 1.3)
 std::span<const Case> arena_cases();   // arenas and stream flags (ABI 1.3)
 std::span<const Case> graph_cases();  // capture and replay (ABI 1.3, docs/graphs.md)

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Conformance cases for peer copies (issue 19, docs/interop.md): copy_peer and copy_peer_async
+// Conformance cases for peer copies (docs/interop.md): copy_peer and copy_peer_async
 // between two backends of the plugin under test (its own peer copy when it has the ABI 1.2 slot,
 // staged through pinned and pageable memory), and between the host reference and it, for sizes
 // 0, 1, one chunk and several chunks with misaligned ends, stream order, and calls from several

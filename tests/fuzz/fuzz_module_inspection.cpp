@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Fuzz target: kernel-binary preflight (issue 16), the parsers inspect_module runs on module
+// Fuzz target: kernel-binary preflight, the parsers inspect_module runs on module
 // bytes from anywhere: support::read_elf64_symbols / elf_symbol_u32, the host plugin's
 // inspect_module, the cuda plugin's fatbin / cubin / PTX reading with a compute capability, and
 // the hip plugin's bundle / code object reading with a gcnArchName. Seeded with the build's

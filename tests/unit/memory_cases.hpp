@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The memory-you-can-see checks (issue 18) every backend runs through the shared ledger: host
+// The memory-you-can-see checks every backend runs through the shared ledger: host
 // (test_memory), the HIP fake runtime (test_hip_fake_runtime) and the CUDA fake driver.
 #pragma once
 

@@ -342,7 +342,7 @@ BOOST_AUTO_TEST_CASE(load_module_file_names_the_file) {
   BOOST_TEST(contains(not_regular.what(), "module fifo"), not_regular.what());
 }
 
-// ---- load_module_file by path (issue 20): $ORIGIN, missing dependencies, older plugins ---------
+// ---- load_module_file by path: $ORIGIN, missing dependencies, older plugins ---------
 // The cases that need libgpuplug_test_sibling.so absent from the process come first: once it is
 // loaded, glibc matches a later DT_NEEDED by its soname, wherever the module lies.
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Containment (issue 15): hostile plugins that crash, exit, hang or lie about lengths are probed in
+// Containment: hostile plugins that crash, exit, hang or lie about lengths are probed in
 // child processes and reported with a reason; special files and untrusted folders are refused
 // without being opened or loaded; only the plugins an application creates backends from are
 // mapped into it.

@@ -343,7 +343,7 @@ BOOST_AUTO_TEST_CASE(streams_memset_async_copies_and_managed_memory, *needs_devi
   check_streams_and_managed_memory();
 }
 
-// Kernel preflight (issue 16) through the plugin's slot. With a device (a GPU, or the fake
+// Kernel preflight through the plugin's slot. With a device (a GPU, or the fake
 // driver's "device" mode: compute capability 9.0) the driver's compute capability picks the
 // target of the built gemm fatbin; without one, the slot says why with the probe's reason.
 BOOST_AUTO_TEST_CASE(inspect_module_asks_the_driver_for_the_compute_capability) {
@@ -380,7 +380,7 @@ BOOST_AUTO_TEST_CASE(inspect_module_asks_the_driver_for_the_compute_capability) 
   if (mode == "device") BOOST_TEST(std::string(out->target) == "sm_90 (SASS)");
 }
 
-// Native handles (issue 19) through the core wherever a device is (a GPU, or the fake driver's
+// Native handles through the core wherever a device is (a GPU, or the fake driver's
 // "device" mode). Host memory is refused, as it is on a GPU: the driver does not know it. The
 // context is the retained primary context: the same for every backend of the device.
 BOOST_AUTO_TEST_CASE(native_handles_are_the_primary_context_and_cu_streams) {
@@ -456,7 +456,7 @@ BOOST_AUTO_TEST_CASE(imports_of_driver_memory_and_streams) {
   owner->free(theirs);
 }
 
-// Memory you can see (issue 18) through the core wherever a device is (a GPU, or the fake
+// Memory you can see through the core wherever a device is (a GPU, or the fake
 // driver's "device" mode): device_memory_limit refuses the request in the shared ledger before
 // the driver is asked.
 BOOST_AUTO_TEST_CASE(memory_snapshot_scopes_and_out_of_memory_report_through_the_core) {
@@ -484,7 +484,7 @@ BOOST_AUTO_TEST_CASE(memory_snapshot_scopes_and_out_of_memory_report_through_the
   BOOST_TEST(scope.end().peak_bytes == 0u);
 }
 
-// The fake driver's device serves a workload (issue 17: the layer tests run on it), and refuses
+// The fake driver's device serves a workload (the layer tests run on it), and refuses
 // what a driver refuses: through the core, copies and memset move real bytes, memory_info sees
 // what is live, a module's kernels and initialised globals are found and launches are counted;
 // straight through its entry points, a call without the primary context current, an unknown,

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Kernel-binary preflight for CUDA (issue 16): the cuda plugin's choice among the built fatbins'
+// Kernel-binary preflight for CUDA: the cuda plugin's choice among the built fatbins'
 // SASS and PTX for GPUs of every compute capability (the function the inspect_module hook calls
 // with the driver's answer), what each image defines, and truncated, mutated and garbage images.
 // No driver needed: the compute capability is the test's.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Device identity and capabilities (ABI 1.1, issue 16): the host plugin's fields, a 1.0 plugin's
+// Device identity and capabilities (ABI 1.1): the host plugin's fields, a 1.0 plugin's
 // devices read with the defaults, and selectors by uuid= and pci=.
 #define BOOST_TEST_MODULE device_identity
 #include <sys/utsname.h>

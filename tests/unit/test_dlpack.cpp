@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// DLPack (issue 19, docs/interop.md): to_dlpack and from_dlpack round trips between two host
+// DLPack (docs/interop.md): to_dlpack and from_dlpack round trips between two host
 // backends (strides, byte offset, read-only, deleter ordering) and their refusals. CTest runs it
 // again on the fake HIP runtime (GPUPLUG_TEST_FAKE_HIP=full) for kDLROCM, and on the fake CUDA
 // driver's device (GPUPLUG_FAKE_CUDA=device) for kDLCUDA.

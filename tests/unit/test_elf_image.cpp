@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// gpuplug::support::validate_elf_shared_object and validate_elf_header (issue 15): real modules,
+// gpuplug::support::validate_elf_shared_object and validate_elf_header: real modules,
 // plugins and every library this process loaded pass; hand-made defects are refused with the
 // defect named; and 400 mutants of a real module (ELF header, program headers, dynamic section)
 // never crash dlopen: each one is refused, or loads, or gets an error from dlopen.
@@ -330,7 +330,7 @@ std::vector<Mutant> make_mutants(const Bytes& original, std::size_t count, std::
 
 constexpr std::size_t kMutants = 400;
 
-/// The fixed seed (issue 15), or GPUPLUG_TEST_MUTANT_SEED to explore other mutants by hand.
+/// The fixed seed, or GPUPLUG_TEST_MUTANT_SEED to explore other mutants by hand.
 std::uint64_t mutant_seed() {
   const char* env = std::getenv("GPUPLUG_TEST_MUTANT_SEED");  // NOLINT(concurrency-mt-unsafe)
   return env != nullptr && *env != '\0' ? std::strtoull(env, nullptr, 0) : 0x5eed0f15;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// gpuplug::support escape functions (issue 15): no untrusted byte reaches a terminal or a JSON
+// gpuplug::support escape functions: no untrusted byte reaches a terminal or a JSON
 // document unescaped, and JSON output is always valid UTF-8.
 #define BOOST_TEST_MODULE escape
 #include <boost/test/unit_test.hpp>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The fault sweep (issue 17, docs/layers.md): a small workload on one backend, failed by the
+// The fault sweep (docs/layers.md): a small workload on one backend, failed by the
 // `faults` layer at every call it makes of every operation that can fail, one call at a time.
 //
 // For each injection point (operation, call k, mode) on a fresh backend with faults='op@k=status'

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The built-in `faults` layer (issue 17, docs/layers.md): its spec, which calls it fails, the
+// The built-in `faults` layer (docs/layers.md): its spec, which calls it fails, the
 // `after` mode's undo, many threads, and the Error a host application sees. On host, or on the
 // backend GPUPLUG_TEST_LAYER_BACKEND names (layer_backend.hpp: CTest runs it again on the fake
 // CUDA driver).

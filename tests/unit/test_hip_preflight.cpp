@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Kernel-binary preflight for HIP (issue 16): the hip plugin's choice among the built offload
+// Kernel-binary preflight for HIP: the hip plugin's choice among the built offload
 // bundles' code objects for devices of every gcnArchName (the function the inspect_module hook
 // calls with the runtime's answer), the code objects' own target ids read from e_flags, what
 // each module defines, and truncated, mutated and garbage images. No GPU needed.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Kernel-binary preflight (issue 16) on host: PluginRegistry::inspect_module against the real
+// Kernel-binary preflight on host: PluginRegistry::inspect_module against the real
 // host modules, modules for another machine, truncated, mutated and garbage images, plugins
 // without the slot or without a device, many threads at once; and the SDK's C edge of the slot
 // (argument checks, the list cut short with "..."), driven through the host plugin's table.

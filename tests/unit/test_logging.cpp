@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Logging (issue 20): the `off` level, the application's callback (also under many threads and
+// Logging: the `off` level, the application's callback (also under many threads and
 // when it throws), and no warning when "auto" falls back to host because a GPU driver is missing.
 #define BOOST_TEST_MODULE logging
 #include <unistd.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Many devices (issue 19, docs/interop.md): PluginRegistry::create_all, copy_peer and
+// Many devices (docs/interop.md): PluginRegistry::create_all, copy_peer and
 // copy_peer_async between backends: the plugin's own peer copy (ABI 1.2), staged through pinned
 // or pageable memory. On host here; CTest runs it again on the fake HIP runtime's two GPUs,
 // where GPUPLUG_TEST_FAKE_HIP is set.

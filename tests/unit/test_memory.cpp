@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Memory you can see on the host plugin (issue 18): snapshots, history, scopes, the
+// Memory you can see on the host plugin: snapshots, history, scopes, the
 // out-of-memory report and observer; the same cases run on the HIP and CUDA fakes.
 #define BOOST_TEST_MODULE memory
 #include <atomic>

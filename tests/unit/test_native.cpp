@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Native handles and import on the host plugin (issue 19): native() of default and created
+// Native handles and import on the host plugin: native() of default and created
 // streams, native_pointer, imported memory on the ledger (copies, range checks, on_release once
 // on free, sweep and destroy), imported streams that destroy_stream forgets, bad input, and many
 // threads importing at once; the same through the validate and trace layers.

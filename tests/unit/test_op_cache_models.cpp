@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Many models on one backend (issue 20): a model cache per model, OpCache(gpu, name), with its
+// Many models on one backend: a model cache per model, OpCache(gpu, name), with its
 // own scratch, latch and gates and the backend's shared kernel memo. Releasing one model's cache
 // frees that model's scratch only; the backend's own cache cannot be released from under them.
 #define BOOST_TEST_MODULE op_cache_models
@@ -85,7 +85,7 @@ std::filesystem::path test_kernel_dir() { return GPUPLUG_TEST_HOST_KERNEL_DIR; }
 
 BOOST_AUTO_TEST_SUITE(op_cache_models)
 
-// The crash of issue 20, made deterministic: model A's release must leave model B's scratch
+// A crash seen once, made deterministic: model A's release must leave model B's scratch
 // live on the ledger and usable. With both models on gpu.op_cache() (the pattern gemm_pipeline
 // taught), A's Teardown freed B's buffer and B's next step used freed memory.
 BOOST_AUTO_TEST_CASE(releasing_one_models_cache_leaves_the_other_models_scratch_live) {

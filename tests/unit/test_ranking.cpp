@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// auto's ranking (issue 21): device class first, then score, then discovery order and ordinal;
+// auto's ranking: device class first, then score, then discovery order and ordinal;
 // a plugin from before ABI 1.1 (class unknown) ranks as an accelerator; GPUPLUG_BACKEND still
 // replaces auto; dry_run chooses as select does without creating anything. The candidates are
 // the real host plugin renamed and declaring another class (fake_plugins/ranked_host.c), added

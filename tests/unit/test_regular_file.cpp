@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// gpuplug::support::RegularFile (issue 15): only regular files are opened, never blocking on a
+// gpuplug::support::RegularFile: only regular files are opened, never blocking on a
 // FIFO or a /dev/stdin link; every refusal names what the file is or the errno; a size cap is
 // checked before anything is read.
 

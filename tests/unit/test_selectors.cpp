@@ -118,7 +118,7 @@ BOOST_AUTO_TEST_CASE(host_forms) {
 BOOST_AUTO_TEST_CASE(bad_ordinal_names_the_selector_and_the_count) {
   const std::size_t n = host_devices();
   BOOST_REQUIRE(n >= 1u);
-  // An absent device is not_found, like an absent plugin (issue 20: one status per kind).
+  // An absent device is not_found, like an absent plugin (one status per kind).
   const std::string what = error_of([&] { registry.create("host:7"); }, Status::not_found).what();
   BOOST_TEST(contains(what, "'host:7'"), what);
   BOOST_TEST(contains(what, "host has " + std::to_string(n) + " device"), what);

@@ -133,7 +133,7 @@ BOOST_AUTO_TEST_CASE(two_failures_are_named_and_the_rest_still_released) {
                "2 of 5 resources failed to release: tokenizer: file handle already closed; "
                "kv cache: device lost");
     BOOST_TEST(e.operation() == "release_all");
-    // Each failure keeps its own status (issue 20), in the order of release.
+    // Each failure keeps its own status, in the order of release.
     const auto* te = dynamic_cast<const gpuplug::TeardownError*>(&e);
     BOOST_REQUIRE(te != nullptr);
     BOOST_REQUIRE_EQUAL(te->failures().size(), 2u);

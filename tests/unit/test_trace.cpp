@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The `trace` layer (issue 17, docs/layers.md): the file it writes, its bounded ring, the summary
+// The `trace` layer (docs/layers.md): the file it writes, its bounded ring, the summary
 // it logs, its options, and many threads through it. tests/scripts/check_trace.py checks the
 // file of a whole gemm_pipeline run as Chrome trace-event JSON. The backend is "host!", or the
 // selector GPUPLUG_TEST_LAYER_BACKEND names (layer_backend.hpp: CTest runs it again on the fake

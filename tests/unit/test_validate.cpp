@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The built-in validate layer (issue 17, docs/layers.md, "validate") on the host plugin, or on the
+// The built-in validate layer (docs/layers.md, "validate") on the host plugin, or on the
 // backend GPUPLUG_TEST_LAYER_BACKEND names (layer_backend.hpp: CTest runs it again on the fake
 // CUDA driver): each misuse it refuses, with the message that names the operation, the object
 // and where it was made.

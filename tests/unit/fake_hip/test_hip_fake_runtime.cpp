@@ -335,7 +335,7 @@ BOOST_AUTO_TEST_CASE(selectors_name_fake_devices_by_pci_and_uuid, *full_fake()) 
   }
 }
 
-// Kernel preflight (issue 16) through the plugin's slot: each fake device's gcnArchName, read
+// Kernel preflight through the plugin's slot: each fake device's gcnArchName, read
 // from the runtime, picks its own code object of the built gemm bundle; no module is loaded.
 BOOST_AUTO_TEST_CASE(inspect_module_picks_each_device_s_code_object, *full_fake()) {
   std::string why;
@@ -477,7 +477,7 @@ BOOST_AUTO_TEST_CASE(a_runtime_without_graphs_still_loads_and_says_so) {
   check_graphs_unsupported_without_the_symbols("hipStreamBeginCapture");
 }
 
-// Memory you can see (issue 18) through the core on the fake's first device: the same cases as
+// Memory you can see through the core on the fake's first device: the same cases as
 // on host (tests/unit/memory_cases.hpp), through the HIP plugin's ledger.
 namespace {
 memory_cases::MakeBackend hip_backend() {
@@ -514,7 +514,7 @@ BOOST_AUTO_TEST_CASE(out_of_memory_in_scratch_on_the_fake, *full_fake()) {
   memory_cases::check_out_of_memory_in_scratch(hip_backend());
 }
 
-// Native handles and import (issue 19) through the core on the fake's two GPUs: the handles are
+// Native handles and import through the core on the fake's two GPUs: the handles are
 // the runtime's own, imports are checked with hipPointerGetAttributes (memory of GPU 1 and host
 // memory refused by hip:0), and an imported stream is forgotten, never destroyed.
 BOOST_AUTO_TEST_CASE(native_handles_and_imports_on_the_fake, *full_fake()) {

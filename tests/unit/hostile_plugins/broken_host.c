@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
- * The real host plugin with three of the injected mistakes `gpuplug check --isolate` must survive
- * (issue 21): launch dereferences a null pointer (a crash in every case that launches a kernel),
+ * The real host plugin with three of the injected mistakes `gpuplug check --isolate` must survive:
+ * launch dereferences a null pointer (a crash in every case that launches a kernel),
  * memset_d8 says so on stderr and ends the process with _exit(7) (an exit without a result),
  * and event_synchronize never returns and ignores SIGTERM (a hang in the cases that wait on an
  * event). Everything else

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0
  * The real host plugin with one of the mistakes an emulator plugin once passed the conformance
- * suite with (issue 21), chosen at compile time; tests/scripts/check_mistakes.sh checks that
+ * suite with, chosen at compile time; tests/scripts/check_mistakes.sh checks that
  * `gpuplug check` fails the case that names it. Everything not named here is the host plugin's.
  *
  *  MISTAKE_MEMSET_IGNORES_STREAM  memset_d8 on a stream other than 0 runs at once, without
