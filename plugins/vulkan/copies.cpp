@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// VulkanDevice copies and memset: vkCmdCopyBuffer through the staging buffer, vkCmdFillBuffer.
+// VulkanDevice copies and memset: vkCmdCopyBuffer through the staging buffer, vkCmdFillBuffer;
+// on the host through a mapping where on_host says so (device.hpp).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -28,35 +29,59 @@ void copy(const DeviceApi& vk, VkCommandBuffer cmd, VkBuffer src, std::uint64_t 
 
 }  // namespace
 
-void VulkanDevice::copy_h2d_now(std::uint64_t dst, const void* src, std::uint64_t bytes) {
+bool VulkanDevice::on_host(std::uint64_t stream, std::initializer_list<Location> at) {
+  bool managed = true;
+  for (const Location& l : at) {
+    if (l.block->mapped == nullptr && l.block->host_view == nullptr) return false;
+    managed = managed && l.block->mapped != nullptr;
+  }
+  const bool blocking = blocks_with_default(stream);
+  if (managed) {
+    in_flight_.wait_ordered(stream, blocking);
+    return true;
+  }
+  return in_flight_.busy_unordered(stream, blocking);
+}
+
+namespace {
+
+std::byte* host_bytes(const Location& at) {
+  return (at.block->mapped != nullptr ? at.block->mapped : at.block->host_view) + at.offset;
+}
+
+}  // namespace
+
+void VulkanDevice::copy_h2d_now(std::uint64_t dst, const void* src, std::uint64_t bytes,
+                                std::uint64_t stream) {
   const Location to = locate(dst);
   const auto* from = static_cast<const std::byte*>(src);
-  if (to.block->mapped != nullptr) {  // managed: coherent, and no queued work touches it
-    std::memcpy(to.block->mapped + to.offset, from, bytes);
+  if (on_host(stream, {to})) {  // coherent memory: the next submission sees the bytes
+    std::memcpy(host_bytes(to), from, bytes);
     return;
   }
   std::lock_guard lock(queue_mutex_);
   for (std::uint64_t done = 0; done < bytes;) {
     const std::uint64_t n = std::min(bytes - done, kStagingBytes);
     std::memcpy(staging_.mapped, from + done, n);
-    submit_and_wait("copy_h2d", [&](VkCommandBuffer cmd) {
+    submit_and_wait("copy_h2d", stream, [&](VkCommandBuffer cmd) {
       copy(vk_, cmd, staging_.buffer, 0, to.block->buffer, to.offset + done, n);
     });
     done += n;
   }
 }
 
-void VulkanDevice::copy_d2h_now(void* dst, std::uint64_t src, std::uint64_t bytes) {
+void VulkanDevice::copy_d2h_now(void* dst, std::uint64_t src, std::uint64_t bytes,
+                                std::uint64_t stream) {
   const Location from = locate(src);
   auto* to = static_cast<std::byte*>(dst);
-  if (from.block->mapped != nullptr) {
-    std::memcpy(to, from.block->mapped + from.offset, bytes);
+  if (on_host(stream, {from})) {  // what finished submissions wrote is visible to the host
+    std::memcpy(to, host_bytes(from), bytes);
     return;
   }
   std::lock_guard lock(queue_mutex_);
   for (std::uint64_t done = 0; done < bytes;) {
     const std::uint64_t n = std::min(bytes - done, kStagingBytes);
-    submit_and_wait("copy_d2h", [&](VkCommandBuffer cmd) {
+    submit_and_wait("copy_d2h", stream, [&](VkCommandBuffer cmd) {
       copy(vk_, cmd, from.block->buffer, from.offset + done, staging_.buffer, 0, n);
     });
     std::memcpy(to + done, staging_.mapped, n);
@@ -64,14 +89,19 @@ void VulkanDevice::copy_d2h_now(void* dst, std::uint64_t src, std::uint64_t byte
   }
 }
 
-void VulkanDevice::copy_d2d_now(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) {
+void VulkanDevice::copy_d2d_now(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
+                                std::uint64_t stream) {
   const Location to = locate(dst);
   const Location from = locate(src);
+  if (on_host(stream, {to, from})) {
+    std::memmove(host_bytes(to), host_bytes(from), bytes);
+    return;
+  }
   std::lock_guard lock(queue_mutex_);
   const bool overlap =
       to.block == from.block && to.offset < from.offset + bytes && from.offset < to.offset + bytes;
   if (!overlap) {
-    submit_and_wait("copy_d2d", [&](VkCommandBuffer cmd) {
+    submit_and_wait("copy_d2d", stream, [&](VkCommandBuffer cmd) {
       copy(vk_, cmd, from.block->buffer, from.offset, to.block->buffer, to.offset, bytes);
     });
     return;
@@ -82,7 +112,7 @@ void VulkanDevice::copy_d2d_now(std::uint64_t dst, std::uint64_t src, std::uint6
   for (std::uint64_t done = 0; done < bytes;) {
     const std::uint64_t n = std::min(bytes - done, kStagingBytes);
     const std::uint64_t at = backwards ? bytes - done - n : done;
-    submit_and_wait("copy_d2d", [&](VkCommandBuffer cmd) {
+    submit_and_wait("copy_d2d", stream, [&](VkCommandBuffer cmd) {
       copy(vk_, cmd, from.block->buffer, from.offset + at, staging_.buffer, 0, n);
       transfer_barrier(vk_, cmd);
       copy(vk_, cmd, staging_.buffer, 0, to.block->buffer, to.offset + at, n);
@@ -98,19 +128,19 @@ using Kind = sdk::CapturedOp::Kind;
 void VulkanDevice::vendor_copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) {
   if (captures_.any()) [[unlikely]]
     captured_copy(0, "copy_h2d", Kind::copy_h2d, dst, src, bytes, false);
-  copy_h2d_now(dst, src, bytes);
+  copy_h2d_now(dst, src, bytes, 0);
 }
 void VulkanDevice::vendor_copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) {
   if (captures_.any()) [[unlikely]]
     captured_copy(0, "copy_d2h", Kind::copy_d2h, reinterpret_cast<std::uintptr_t>(dst),
                   reinterpret_cast<const void*>(src), bytes, false);
-  copy_d2h_now(dst, src, bytes);
+  copy_d2h_now(dst, src, bytes, 0);
 }
 void VulkanDevice::vendor_copy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes) {
   if (captures_.any()) [[unlikely]]
     captured_copy(0, "copy_d2d", Kind::copy_d2d, dst, reinterpret_cast<const void*>(src), bytes,
                   false);
-  copy_d2d_now(dst, src, bytes);
+  copy_d2d_now(dst, src, bytes, 0);
 }
 
 // Every operation completes before its call returns (device.hpp), so the async copies are the
@@ -121,7 +151,7 @@ void VulkanDevice::vendor_copy_h2d_async(std::uint64_t dst, const void* src, std
   if (captures_.any() &&
       captured_copy(stream, "copy_h2d_async", Kind::copy_h2d, dst, src, bytes, true)) [[unlikely]]
     return;
-  copy_h2d_now(dst, src, bytes);
+  copy_h2d_now(dst, src, bytes, stream);
 }
 void VulkanDevice::vendor_copy_d2h_async(void* dst, std::uint64_t src, std::uint64_t bytes,
                                          std::uint64_t stream) {
@@ -130,7 +160,7 @@ void VulkanDevice::vendor_copy_d2h_async(void* dst, std::uint64_t src, std::uint
                     reinterpret_cast<std::uintptr_t>(dst), reinterpret_cast<const void*>(src),
                     bytes, false)) [[unlikely]]
     return;
-  copy_d2h_now(dst, src, bytes);
+  copy_d2h_now(dst, src, bytes, stream);
 }
 void VulkanDevice::vendor_copy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
                                          std::uint64_t stream) {
@@ -138,7 +168,7 @@ void VulkanDevice::vendor_copy_d2d_async(std::uint64_t dst, std::uint64_t src, s
       captured_copy(stream, "copy_d2d_async", Kind::copy_d2d, dst,
                     reinterpret_cast<const void*>(src), bytes, false)) [[unlikely]]
     return;
-  copy_d2d_now(dst, src, bytes);
+  copy_d2d_now(dst, src, bytes, stream);
 }
 
 void VulkanDevice::vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
@@ -148,13 +178,14 @@ void VulkanDevice::vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::
                                      static_cast<std::size_t>(bytes));
       })) [[unlikely]]
     return;
-  memset_now(dst, value, bytes);
+  memset_now(dst, value, bytes, stream);
 }
 
-void VulkanDevice::memset_now(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes) {
+void VulkanDevice::memset_now(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
+                              std::uint64_t stream) {
   const Location to = locate(dst);
-  if (to.block->mapped != nullptr) {
-    std::memset(to.block->mapped + to.offset, value, bytes);
+  if (on_host(stream, {to})) {
+    std::memset(host_bytes(to), value, bytes);
     return;
   }
   // vkCmdFillBuffer needs a 4-byte-aligned offset and size: it fills the aligned middle; the
@@ -165,7 +196,7 @@ void VulkanDevice::memset_now(std::uint64_t dst, std::uint8_t value, std::uint64
   const std::uint32_t word = 0x01010101u * value;
   std::lock_guard lock(queue_mutex_);
   std::memset(staging_.mapped, value, 8);
-  submit_and_wait("memset_d8", [&](VkCommandBuffer cmd) {
+  submit_and_wait("memset_d8", stream, [&](VkCommandBuffer cmd) {
     if (head > 0) copy(vk_, cmd, staging_.buffer, 0, to.block->buffer, to.offset, head);
     if (middle > 0) vk_.cmd_fill_buffer(cmd, to.block->buffer, to.offset + head, middle, word);
     if (tail > 0)

@@ -173,6 +173,9 @@ VulkanDevice::VulkanDevice(const sdk::DeviceConfig& config)
   v12.shaderFloat16 = offered12.shaderFloat16;
   v12.storagePushConstant8 = offered12.storagePushConstant8;
   v12.vulkanMemoryModel = offered12.vulkanMemoryModel;
+  // With the memory model on, a barrier at device scope (GLSL's memoryBarrierBuffer) is valid
+  // only with this too.
+  v12.vulkanMemoryModelDeviceScope = offered12.vulkanMemoryModelDeviceScope;
   VkPhysicalDeviceShaderClockFeaturesKHR clock{};
   clock.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR;
   clock.shaderDeviceClock = VK_TRUE;

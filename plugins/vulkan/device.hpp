@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,6 +21,7 @@
 
 #include "captures.hpp"
 #include "driver.hpp"
+#include "in_flight.hpp"
 #include "interval_index.hpp"
 #include "plugin_sdk.hpp"
 #include "spirv.hpp"
@@ -39,6 +41,9 @@ struct Block {
   std::uint64_t address = 0;  // vkGetBufferDeviceAddress: the device address of offset 0
   std::uint64_t size = 0;
   std::byte* mapped = nullptr;  // host-visible blocks (managed memory): the persistent mapping
+  // Device blocks whose memory is also host-visible and coherent (lavapipe, integrated GPUs):
+  // their persistent mapping, used only by a copy or memset that must not wait for the queue.
+  std::byte* host_view = nullptr;
   bool managed = false;
   std::map<std::uint64_t, std::uint64_t> free;  // offset -> bytes, coalesced
   std::map<std::uint64_t, std::uint64_t> used;  // offset -> bytes
@@ -64,7 +69,10 @@ struct Kernel;
 /// the queue and waited for before the call returns, under one lock. Streams are ordering tokens
 /// only: since every operation has completed when its call returns, every order the ABI asks of
 /// streams (the legacy default stream's included) holds, and a freed range is never still in use
-/// by queued work. Overlap of streams is what this gives up.
+/// by queued work. Overlap of device work is what this gives up. Copies and memsets of managed
+/// memory run on the host (after the work in flight they are ordered with, in_flight.hpp), and
+/// so do those of device memory the host can map while the queue runs work of a stream they are
+/// not ordered with: there a default-stream copy does not wait for a non-blocking stream.
 /// Kernels (modules.cpp, launch.cpp) run as compute pipelines whose arguments are push
 /// constants; a launch, like a copy, has completed when its call returns.
 /// Graphs (graphs.cpp): while a stream captures, its copies, memsets and launches are recorded
@@ -169,20 +177,27 @@ class VulkanDevice final : public sdk::Device {
   void release_range(std::uint64_t ptr);
   /// The device address of `host` inside a mapped block; Failure(INVALID_ARGUMENT) otherwise.
   std::uint64_t mapped_address(const void* host);
-  /// Records `record(cmd)` into the command buffer, submits it and waits (submit.hpp). Queue
-  /// lock held.
+  /// Records `record(cmd)` into the command buffer, submits it and waits (submit.hpp), `stream`'s
+  /// work in flight meanwhile. Queue lock held.
   template <class Record>
-  void submit_and_wait(const char* op, Record&& record);
+  void submit_and_wait(const char* op, std::uint64_t stream, Record&& record);
+  /// The copy or memset on `stream` touching `at` runs on the host through the blocks' mappings
+  /// (copies.cpp): managed memory always, once no work it is ordered with is in flight; device
+  /// memory with a host view only while the queue runs work it is not ordered with.
+  bool on_host(std::uint64_t stream, std::initializer_list<Location> at);
   /// The pipeline of `kernel` for workgroups of `block` threads, made on first use.
   VkPipeline pipeline(Kernel& kernel, const gpuplug_dim3_t& block);
 
   // The operations themselves, run now (the vendor hooks check captures first; a replay calls
   // these directly). `push` is the kernel's packed push-constant block (push_bytes long).
-  void copy_h2d_now(std::uint64_t dst, const void* src, std::uint64_t bytes);
-  void copy_d2h_now(void* dst, std::uint64_t src, std::uint64_t bytes);
-  void copy_d2d_now(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes);
-  void memset_now(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes);
-  void dispatch(Kernel& kernel, gpuplug_dim3_t grid, gpuplug_dim3_t block, const std::byte* push);
+  void copy_h2d_now(std::uint64_t dst, const void* src, std::uint64_t bytes, std::uint64_t stream);
+  void copy_d2h_now(void* dst, std::uint64_t src, std::uint64_t bytes, std::uint64_t stream);
+  void copy_d2d_now(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
+                    std::uint64_t stream);
+  void memset_now(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
+                  std::uint64_t stream);
+  void dispatch(Kernel& kernel, gpuplug_dim3_t grid, gpuplug_dim3_t block, const std::byte* push,
+                std::uint64_t stream);
   /// While captures_.any(): records a copy or memset queued on `stream` into its capture (true),
   /// or false to run it now; Failure when it invalidates a capture. `stage`: the capture keeps
   /// a copy of the source's bytes (copy_h2d_async).
@@ -214,6 +229,7 @@ class VulkanDevice final : public sdk::Device {
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
   Block staging_;  // host-visible, mapped; carved by nobody: the copies' bounce buffer
+  InFlight in_flight_;  // the stream whose submission holds the queue now, if any
 
   std::mutex memory_mutex_;  // the blocks and their index
   std::vector<std::unique_ptr<Block>> blocks_;
@@ -226,8 +242,9 @@ class VulkanDevice final : public sdk::Device {
   VkQueryPool query_pool_ = VK_NULL_HANDLE;  // one timestamp query; null: the host clock
   std::uint64_t timestamp_mask_ = 0;         // the family's timestampValidBits as a mask
   double timestamp_period_ns_ = 0;           // limits.timestampPeriod
-  /// Now on the device's timestamp clock (submitted and waited for), else the host's, in ns.
-  std::uint64_t event_time_ns();
+  /// Now on the device's timestamp clock (submitted on `stream` and waited for), else the
+  /// host's, in ns.
+  std::uint64_t event_time_ns(std::uint64_t stream);
   sdk::Captures captures_;   // active stream captures and live graphs (captures.hpp)
   std::mutex stream_mutex_;  // recorded_, non_blocking_
   std::unordered_set<std::uint64_t> non_blocking_;  // streams made GPUPLUG_STREAM_NON_BLOCKING

@@ -13,6 +13,7 @@ namespace gpuplug::vulkan {
 using Kind = sdk::CapturedOp::Kind;
 
 bool VulkanDevice::blocks_with_default(std::uint64_t stream) {
+  if (stream == 0) return true;
   std::lock_guard lock(stream_mutex_);
   return !non_blocking_.contains(stream);
 }
@@ -45,13 +46,13 @@ void VulkanDevice::vendor_graph_launch(std::uint64_t graph, std::uint64_t stream
     const auto dst = reinterpret_cast<std::uintptr_t>(op.dst);
     const auto src = reinterpret_cast<std::uintptr_t>(op.src);
     switch (op.kind) {
-      case Kind::copy_h2d: copy_h2d_now(dst, op.src, op.bytes); break;
-      case Kind::copy_d2h: copy_d2h_now(op.dst, src, op.bytes); break;
-      case Kind::copy_d2d: copy_d2d_now(dst, src, op.bytes); break;
-      case Kind::fill: memset_now(dst, op.value, op.bytes); break;
+      case Kind::copy_h2d: copy_h2d_now(dst, op.src, op.bytes, stream); break;
+      case Kind::copy_d2h: copy_d2h_now(op.dst, src, op.bytes, stream); break;
+      case Kind::copy_d2d: copy_d2d_now(dst, src, op.bytes, stream); break;
+      case Kind::fill: memset_now(dst, op.value, op.bytes, stream); break;
       case Kind::launch:
         dispatch(*static_cast<Kernel*>(const_cast<void*>(op.kernel)), op.grid, op.block,
-                 op.args.data());
+                 op.args.data(), stream);
         break;
     }
   }

@@ -108,15 +108,15 @@ void VulkanDevice::vendor_launch(std::uint64_t function, gpuplug_dim3_t grid,
         return c;
       })) [[unlikely]]
     return;
-  dispatch(k, grid, block, push.data());
+  dispatch(k, grid, block, push.data(), stream);
 }
 
 void VulkanDevice::dispatch(Kernel& k, gpuplug_dim3_t grid, gpuplug_dim3_t block,
-                            const std::byte* push) {
+                            const std::byte* push, std::uint64_t stream) {
   const VkPipeline p = pipeline(k, block);
   const std::uint32_t slice = limits_.maxComputeWorkGroupCount[0];
   std::lock_guard lock(queue_mutex_);
-  submit_and_wait("launch", [&](VkCommandBuffer cmd) {
+  submit_and_wait("launch", stream, [&](VkCommandBuffer cmd) {
     vk_.cmd_bind_pipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
     if (k.push_bytes > 0)
       vk_.cmd_push_constants(cmd, k.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, k.push_bytes, push);

@@ -55,10 +55,12 @@ Block VulkanDevice::make_block(std::uint64_t bytes, bool managed) {
     alloc.memoryTypeIndex = type;
     check(vk_.allocate_memory(device_, &alloc, nullptr, &block.memory), "vkAllocateMemory" + what);
     check(vk_.bind_buffer_memory(device_, block.buffer, block.memory, 0), "vkBindBufferMemory");
-    if (managed) {
+    constexpr VkMemoryPropertyFlags kHostView =
+        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    if (managed || (memory_props_.memoryTypes[type].propertyFlags & kHostView) == kHostView) {
       void* mapped = nullptr;
       check(vk_.map_memory(device_, block.memory, 0, VK_WHOLE_SIZE, 0, &mapped), "vkMapMemory");
-      block.mapped = static_cast<std::byte*>(mapped);
+      (managed ? block.mapped : block.host_view) = static_cast<std::byte*>(mapped);
     }
     VkBufferDeviceAddressInfo address{};
     address.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO;
@@ -81,6 +83,7 @@ void VulkanDevice::destroy_block(Block& block) noexcept {
   block.buffer = VK_NULL_HANDLE;
   block.memory = VK_NULL_HANDLE;
   block.mapped = nullptr;
+  block.host_view = nullptr;
 }
 
 std::uint64_t VulkanDevice::carve(std::uint64_t bytes, bool managed) {

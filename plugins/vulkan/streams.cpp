@@ -52,13 +52,13 @@ void VulkanDevice::vendor_event_destroy(std::uint64_t event) {
   std::lock_guard lock(stream_mutex_);
   recorded_.erase(event);
 }
-std::uint64_t VulkanDevice::event_time_ns() {
+std::uint64_t VulkanDevice::event_time_ns(std::uint64_t stream) {
   if (query_pool_ == VK_NULL_HANDLE)
     return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                           std::chrono::steady_clock::now().time_since_epoch())
                                           .count());
   std::lock_guard lock(queue_mutex_);
-  submit_and_wait("event_record", [&](VkCommandBuffer cmd) {
+  submit_and_wait("event_record", stream, [&](VkCommandBuffer cmd) {
     vk_.cmd_reset_query_pool(cmd, query_pool_, 0, 1);
     vk_.cmd_write_timestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, query_pool_, 0);
   });
@@ -73,7 +73,7 @@ std::uint64_t VulkanDevice::event_time_ns() {
 void VulkanDevice::vendor_event_record(std::uint64_t event, std::uint64_t stream) {
   if (captures_.any() && captures_.record_event(event, stream)) [[unlikely]]
     return;
-  const std::uint64_t now = event_time_ns();
+  const std::uint64_t now = event_time_ns(stream);
   std::lock_guard lock(stream_mutex_);
   recorded_[event] = now;
 }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// VulkanDevice::submit_and_wait: one command buffer recorded, submitted and waited for.
+// VulkanDevice::submit_and_wait: one command buffer recorded, submitted and waited for, its
+// stream's work in flight meanwhile (in_flight.hpp).
 #pragma once
 
 #include <string>
@@ -12,7 +13,8 @@ namespace gpuplug::vulkan {
 // their fence was waited for) to everything this one does, and closes with one to the host, which
 // reads what it wrote (d2h through the staging buffer, managed memory) once the fence signals.
 template <class Record>
-void VulkanDevice::submit_and_wait(const char* op, Record&& record) {
+void VulkanDevice::submit_and_wait(const char* op, std::uint64_t stream, Record&& record) {
+  const InFlight::Scope busy(in_flight_, stream, blocks_with_default(stream));
   check(vk_.reset_command_buffer(cmd_, 0), std::string(op) + ": vkResetCommandBuffer");
   VkCommandBufferBeginInfo begin{};
   begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;

@@ -189,4 +189,12 @@ BOOST_AUTO_TEST_CASE(capabilities_are_checked_against_the_features) {
     for (const auto& k : c.kernels)
       BOOST_TEST(vk::missing_capability(k.capabilities, none).empty(), module << "::" << k.name);
   }
+  // The gate takes its byte value as a push constant, so it needs 8-bit push constants (lavapipe,
+  // RADV, ANV and NVIDIA offer them) and nothing else optional.
+  const vk::Container sync = vk::read_container(read("sync"));
+  BOOST_TEST_REQUIRE(sync.kernels.size() == 1u);
+  BOOST_TEST(vk::missing_capability(sync.kernels[0].capabilities, none) == "StoragePushConstant8");
+  vk::DeviceFeatures push8;
+  push8.push_constant8 = true;
+  BOOST_TEST(vk::missing_capability(sync.kernels[0].capabilities, push8).empty());
 }
