@@ -15,12 +15,14 @@
 // here in CPU time, times the threads; the CPU's MHz from /proc/cpuinfo is printed beside it.
 // GPUPLUG_HOST_GEMM_ISA=avx512|avx2|portable forces the kernel (docs/kernels.md); --module PATH
 // measures another build of the gemm module (an older one, for a before/after table), loaded
-// with load_module_file in the backends; --quick runs 256, 512 and 1024 only.
+// with load_module_file in the backends; --quick runs 256, 512 and 1024 only; --shape N or
+// --shape MxNxK (repeatable) runs those shapes only.
 #include <cblas.h>
 #include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -31,6 +33,7 @@
 #include <fstream>
 #include <functional>
 #include <gpuplug/gpuplug.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -76,7 +79,10 @@ double wall_seconds() {
 /// Times `calls` calls of each function per trial, interleaved, over kTrials trials, on this
 /// thread's CPU clock (`one_thread`) or the wall clock. After a trial of `b` (OpenBLAS) with
 /// `b_threads` > 1 it sleeps 200 ms: OpenBLAS's idle threads spin for about 2^28 cycles after a
-/// call, which would take the CPUs from the trial of `a` that follows.
+/// call, which would take the CPUs from the trial of `a` that follows. Each timed batch follows
+/// one untimed call of the same function, so that neither library's first call after the other's
+/// trial (or the sleep) pays for waking its worker threads and the CPUs' clocks: a trial times
+/// the steady state of back-to-back calls, as in a loop of GEMMs.
 std::pair<Timing, Timing> time_pair(const std::function<void()>& a, const std::function<void()>& b,
                                     int calls, bool one_thread, unsigned b_threads) {
   const auto now = one_thread ? thread_seconds : wall_seconds;
@@ -90,6 +96,7 @@ std::pair<Timing, Timing> time_pair(const std::function<void()>& a, const std::f
   for (int t = 0; t < kTrials; ++t) {
     for (int which = 0; which < 2; ++which) {
       const auto& f = which == 0 ? a : b;
+      f();  // untimed: wakes the library's threads (asleep after the settle or the other's trial)
       const double start = now();
       for (int i = 0; i < calls; ++i) f();
       (which == 0 ? ta : tb).push_back((now() - start) / calls);
@@ -202,6 +209,31 @@ struct DirectModule {
   }
 };
 
+// The largest dimension --shape takes: three of them stay far inside a 32-bit grid and the
+// buffers inside this machine's memory.
+constexpr unsigned kMaxDim = 8192;
+
+/// "N" (M = N = K) or "MxNxK", each from 1 to kMaxDim; nullopt for anything else.
+std::optional<Shape> parse_shape(const char* text) {
+  std::uint32_t d[3] = {0, 0, 0};
+  int parsed = 0;
+  const char* p = text;
+  for (;;) {
+    if (parsed == 3 || *p < '0' || *p > '9') return {};  // no sign, space or fourth number
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long v = std::strtoul(p, &end, 10);
+    if (errno != 0 || v == 0 || v > kMaxDim) return {};
+    d[parsed++] = static_cast<std::uint32_t>(v);
+    if (*end == '\0') break;
+    if (*end != 'x') return {};
+    p = end + 1;
+  }
+  if (parsed == 1) return Shape{d[0], d[0], d[0]};
+  if (parsed != 3) return {};
+  return Shape{d[0], d[1], d[2]};
+}
+
 int calls_for(Shape s) {
   const double flop = 2.0 * s.m * s.n * s.k;
   return std::max(1, static_cast<int>(1e8 / flop));  // a trial of about 1 ms to 20 ms
@@ -221,13 +253,24 @@ int main(int argc, char** argv) {
   try {
     bool quick = false;
     std::string module = GPUPLUG_BENCH_GEMM_MODULE;
+    std::vector<Shape> asked;
     for (int i = 1; i < argc; ++i) {
       if (std::strcmp(argv[i], "--quick") == 0) {
         quick = true;
       } else if (std::strcmp(argv[i], "--module") == 0 && i + 1 < argc) {
         module = argv[++i];
+      } else if (std::strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
+        const std::optional<Shape> shape = parse_shape(argv[++i]);
+        if (!shape) {
+          std::fprintf(stderr, "bench_gemm: --shape '%s': not N or MxNxK with each from 1 to %u\n",
+                       argv[i], kMaxDim);
+          return 2;
+        }
+        asked.push_back(*shape);
       } else {
-        std::fprintf(stderr, "usage: bench_gemm [--quick] [--module PATH]  (bad argument '%s')\n",
+        std::fprintf(stderr,
+                     "usage: bench_gemm [--quick] [--shape N|MxNxK]... [--module PATH]  (bad "
+                     "argument '%s')\n",
                      argv[i]);
         return 2;
       }
@@ -254,6 +297,7 @@ int main(int argc, char** argv) {
                                  {100, 255, 33},     {255, 255, 255},   {1000, 1000, 1000},
                                  {333, 777, 555}};
     if (quick) shapes = {{256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024}};
+    if (!asked.empty()) shapes = asked;
 
     gpuplug::PluginRegistry registry;
     registry.discover();
