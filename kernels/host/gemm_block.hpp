@@ -10,10 +10,10 @@ namespace gpuplug::host_gemm {
 /// Rows of C a block covers (the grid's y tile; the module publishes no `_m_tile`, so callers use
 /// 16) and the columns it covers (published as `<func>_n_tile`).
 inline constexpr std::uint32_t kRows = 16;
-inline constexpr std::uint32_t kNTile = 64;
+inline constexpr std::uint32_t kNTile = 128;
 /// On tall grids one block computes up to kGroup tiles stacked in y (gemm.cpp): BlockJob::rows
 /// is then up to kRows * kGroup.
-inline constexpr std::uint32_t kGroup = 8;
+inline constexpr std::uint32_t kGroup = 16;
 
 /// One block's job: C[row0, row0 + rows) x [col0, col0 + cols) = A x B, all row-major with
 /// leading dimensions K (A) and N (B, C); `cast_a` rounds every element of A through E4M3 first.

@@ -19,9 +19,9 @@ def test_kernel_memo_reads_the_published_records(gpu):
     assert cache is gpu.op_cache()  # one object while it is referenced
     k = cache.kernel(gpu, "gemm", "gemm_a_e4m3")
     assert k.name == "gemm::gemm_a_e4m3"
-    assert cache.n_tile(k) == 64 and cache.a_e4m3(k)
+    assert cache.n_tile(k) == 128 and cache.a_e4m3(k)
     f32 = cache.kernel(gpu, "gemm", "gemm_f32")
-    assert cache.n_tile(f32) == 64 and not cache.a_e4m3(f32)
+    assert cache.n_tile(f32) == 128 and not cache.a_e4m3(f32)
     cache.kernel(gpu, "gemm", "gemm_f32")  # a hit
     assert cache.kernel_count == 2
     cache.record_n_tile(f32, 32)

@@ -91,8 +91,8 @@ BOOST_AUTO_TEST_CASE(gemm_module_loads_here_with_its_kernels_and_tiles) {
   BOOST_TEST(m.reason.empty());
   BOOST_TEST(m.functions == (std::vector<std::string>{"gemm_a_e4m3", "gemm_f32"}),
              boost::test_tools::per_element());
-  BOOST_TEST((m.value_of("gemm_f32_n_tile") == std::optional<std::uint32_t>(64)));
-  BOOST_TEST((m.value_of("gemm_a_e4m3_n_tile") == std::optional<std::uint32_t>(64)));
+  BOOST_TEST((m.value_of("gemm_f32_n_tile") == std::optional<std::uint32_t>(128)));
+  BOOST_TEST((m.value_of("gemm_a_e4m3_n_tile") == std::optional<std::uint32_t>(128)));
   BOOST_TEST((m.value_of("gemm_a_e4m3_a_e4m3") == std::optional<std::uint32_t>(1)));
   BOOST_TEST(!m.truncated);
 
@@ -256,7 +256,7 @@ BOOST_AUTO_TEST_CASE(many_threads_inspect_at_once) {
       for (int i = 0; i < 40; ++i) {
         try {
           const auto m = registry().inspect_module("host", 0, (t + i) % 3 == 0 ? bad : good);
-          if (m.functions != expected.functions || m.value_of("gemm_f32_n_tile") != 64u)
+          if (m.functions != expected.functions || m.value_of("gemm_f32_n_tile") != 128u)
             ++mismatches;
         } catch (const gpuplug::Error& e) {
           if (e.status() != gpuplug::Status::invalid_image) ++mismatches;

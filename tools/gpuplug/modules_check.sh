@@ -27,8 +27,8 @@ grep -q '^\[host\] available' <<<"$text" || fail "host is not listed"
 grep -qE '^  gemm\.so$' <<<"$text" || fail "gemm.so is not listed"
 grep -qE '^    device 0: loads (x86_64|aarch64) \[ELF shared object; targets: ' <<<"$text" ||
   fail "no loadable target for host"
-grep -qE '^      gemm_f32 n_tile=64$' <<<"$text" || fail "gemm_f32 without its n_tile"
-grep -qE '^      gemm_a_e4m3 n_tile=64 a_e4m3=1$' <<<"$text" || fail "gemm_a_e4m3 without its values"
+grep -qE '^      gemm_f32 n_tile=128$' <<<"$text" || fail "gemm_f32 without its n_tile"
+grep -qE '^      gemm_a_e4m3 n_tile=128 a_e4m3=1$' <<<"$text" || fail "gemm_a_e4m3 without its values"
 grep -qE '^      axpy$' <<<"$text" || fail "axpy is not listed"
 grep -qF 'evil\r\n[forged] available\x1b[31m\xe9.so' <<<"$text" || fail "no escaped module name"
 grep -qE '^    device 0: error \(invalid_image\): not a host module: not an ELF file' <<<"$text" ||
@@ -77,7 +77,7 @@ gemm = [m for m in host["modules"] if m["file"] == "gemm.so"][0]
 dev = gemm["devices"][0]
 assert dev["loadable"] is True, dev
 fns = {f["name"]: f for f in dev["functions"]}
-assert fns["gemm_f32"]["n_tile"] == 64 and fns["gemm_f32"]["a_e4m3"] is None, fns
+assert fns["gemm_f32"]["n_tile"] == 128 and fns["gemm_f32"]["a_e4m3"] is None, fns
 assert fns["gemm_a_e4m3"]["a_e4m3"] == 1, fns
 evil = [m for m in host["modules"] if "evil" in m["file"]][0]
 assert bytes.fromhex(evil["file_bytes"]).startswith(b"evil\r\n[forged]"), evil
