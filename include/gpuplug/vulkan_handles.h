@@ -3,15 +3,20 @@
  * (docs/interop.md, "Native handles and import").
  *
  * `GpuBackend::native(stream)` on a vulkan backend (vendor "vulkan") returns in `context` a
- * `const gpuplug_vulkan_handles_t*`, and in `stream` the VkQueue that stream's work runs on (every
- * stream's is the same queue). The struct and the objects belong to the backend and stay valid
- * until it is destroyed; never destroy them through Vulkan.
+ * `const gpuplug_vulkan_handles_t*` for that stream, and in `stream` the VkQueue its work runs on
+ * (streams share a few queues of one family). The struct is the stream's and stays valid until
+ * the stream is destroyed (the default stream's: until the backend is); each call refreshes it.
+ * The objects belong to the backend; never destroy them through Vulkan.
+ *
+ * A gpuplug stream is a timeline semaphore: every operation queued on it signals the next value.
+ * Before using what gpuplug's work queued so far produced, wait for `semaphore` to reach
+ * `semaphore_value` (a vkQueueSubmit wait, or vkWaitSemaphores). Work submitted from outside is
+ * not ordered with gpuplug's later work: wait for it (a fence, or vkQueueWaitIdle) before giving
+ * gpuplug its results.
  *
  * Vulkan requires a queue's submissions to be externally synchronized: submit to `queue` (and
  * vkQueueWaitIdle it) only between `lock_queue(queue_owner)` and `unlock_queue(queue_owner)`,
- * which hold the lock gpuplug's own submissions take. Every operation gpuplug queues has
- * completed when its call returns, so work submitted afterwards sees its results once it starts
- * (`semaphore` is VK_NULL_HANDLE and `semaphore_value` 0: there is nothing to wait for).
+ * which hold the lock gpuplug's own submissions take.
  *
  * Plain C with fixed-size fields; a later version only appends fields, so read `struct_size`
  * first. Handles are cast to void*: include <vulkan/vulkan.h> to cast them back. */
@@ -34,9 +39,9 @@ typedef struct gpuplug_vulkan_handles_t {
   void* device;              /* VkDevice: bufferDeviceAddress, timelineSemaphore, shaderInt64 and
                               * storageBuffer8BitAccess enabled */
   void* queue;               /* VkQueue */
-  void* semaphore;           /* VkSemaphore (timeline) to wait on before using gpuplug's results;
-                              * VK_NULL_HANDLE: they are complete when each call returns */
-  uint64_t semaphore_value;  /* the value to wait for (0 with no semaphore) */
+  void* semaphore;           /* VkSemaphore (timeline): the stream's, to wait on before using
+                              * gpuplug's results (valid while the stream is) */
+  uint64_t semaphore_value;  /* the value its work queued before native() reaches (0: none) */
   void* queue_owner;         /* the argument of lock_queue / unlock_queue */
   void (*lock_queue)(void* queue_owner);
   void (*unlock_queue)(void* queue_owner);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// VulkanDevice copies and memset: vkCmdCopyBuffer through the staging buffer, vkCmdFillBuffer;
+// VulkanDevice copies and memset: vkCmdCopyBuffer through the staging ring, vkCmdFillBuffer;
 // on the host through a mapping where on_host says so (device.hpp).
 #include <algorithm>
 #include <cstdint>
@@ -35,12 +35,15 @@ bool VulkanDevice::on_host(std::uint64_t stream, std::initializer_list<Location>
     if (l.block->mapped == nullptr && l.block->host_view == nullptr) return false;
     managed = managed && l.block->mapped != nullptr;
   }
-  const bool blocking = blocks_with_default(stream);
-  if (managed) {
-    in_flight_.wait_ordered(stream, blocking);
-    return true;
+  std::vector<Point> before;
+  {
+    std::lock_guard lock(queue_mutex_);
+    const std::shared_ptr<Stream> s = stream_of(stream, "copy");
+    if (!managed && !busy_unordered(*s)) return false;
+    before = ordered_points(s);
   }
-  return in_flight_.busy_unordered(stream, blocking);
+  wait(before, "copy");
+  return true;
 }
 
 namespace {
@@ -51,74 +54,95 @@ std::byte* host_bytes(const Location& at) {
 
 }  // namespace
 
-void VulkanDevice::copy_h2d_now(std::uint64_t dst, const void* src, std::uint64_t bytes,
-                                std::uint64_t stream) {
+// A host-side copy or memset has completed at return: the stream's latest point stands for it.
+Point VulkanDevice::copy_h2d_now(std::uint64_t dst, const void* src, std::uint64_t bytes,
+                                 std::uint64_t stream) {
   const Location to = locate(dst);
   const auto* from = static_cast<const std::byte*>(src);
   if (on_host(stream, {to})) {  // coherent memory: the next submission sees the bytes
     std::memcpy(host_bytes(to), from, bytes);
-    return;
+    return {};
   }
-  std::lock_guard lock(queue_mutex_);
+  std::unique_lock lock(queue_mutex_);
+  const std::shared_ptr<Stream> s = stream_of(stream, "copy_h2d");
+  Point last;
   for (std::uint64_t done = 0; done < bytes;) {
-    const std::uint64_t n = std::min(bytes - done, kStagingBytes);
-    std::memcpy(staging_.mapped, from + done, n);
-    submit_and_wait("copy_h2d", stream, [&](VkCommandBuffer cmd) {
-      copy(vk_, cmd, staging_.buffer, 0, to.block->buffer, to.offset + done, n);
+    const std::uint64_t n = std::min(bytes - done, kStagingChunk);
+    const std::uint64_t at = stage(lock, s, n, false, "copy_h2d");
+    std::memcpy(staging_.mapped + at, from + done, n);  // staged now: src is free at return
+    last = submit("copy_h2d", s, [&](VkCommandBuffer cmd) {
+      copy(vk_, cmd, staging_.buffer, at, to.block->buffer, to.offset + done, n);
     });
     done += n;
   }
+  return last;
 }
 
 void VulkanDevice::copy_d2h_now(void* dst, std::uint64_t src, std::uint64_t bytes,
                                 std::uint64_t stream) {
   const Location from = locate(src);
   auto* to = static_cast<std::byte*>(dst);
-  if (on_host(stream, {from})) {  // what finished submissions wrote is visible to the host
+  if (on_host(stream, {from})) {  // what completed submissions wrote is visible to the host
     std::memcpy(to, host_bytes(from), bytes);
     return;
   }
-  std::lock_guard lock(queue_mutex_);
+  std::unique_lock lock(queue_mutex_);
+  const std::shared_ptr<Stream> s = stream_of(stream, "copy_d2h");
   for (std::uint64_t done = 0; done < bytes;) {
-    const std::uint64_t n = std::min(bytes - done, kStagingBytes);
-    submit_and_wait("copy_d2h", stream, [&](VkCommandBuffer cmd) {
-      copy(vk_, cmd, from.block->buffer, from.offset + done, staging_.buffer, 0, n);
-    });
-    std::memcpy(to + done, staging_.mapped, n);
+    const std::uint64_t n = std::min(bytes - done, kStagingChunk);
+    const std::uint64_t at = stage(lock, s, n, true, "copy_d2h");
+    Point copied;
+    try {
+      copied = submit("copy_d2h", s, [&](VkCommandBuffer cmd) {
+        copy(vk_, cmd, from.block->buffer, from.offset + done, staging_.buffer, at, n);
+      });
+      lock.unlock();
+      wait({copied}, "copy_d2h");
+      std::memcpy(to + done, staging_.mapped + at, n);
+      lock.lock();
+    } catch (...) {
+      if (!lock.owns_lock()) lock.lock();
+      ring_.release(at);
+      throw;
+    }
+    ring_.release(at);
     done += n;
   }
 }
 
-void VulkanDevice::copy_d2d_now(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
-                                std::uint64_t stream) {
+Point VulkanDevice::copy_d2d_now(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes,
+                                 std::uint64_t stream) {
   const Location to = locate(dst);
   const Location from = locate(src);
   if (on_host(stream, {to, from})) {
     std::memmove(host_bytes(to), host_bytes(from), bytes);
-    return;
+    return {};
   }
-  std::lock_guard lock(queue_mutex_);
+  std::unique_lock lock(queue_mutex_);
+  const std::shared_ptr<Stream> s = stream_of(stream, "copy_d2d");
   const bool overlap =
       to.block == from.block && to.offset < from.offset + bytes && from.offset < to.offset + bytes;
   if (!overlap) {
-    submit_and_wait("copy_d2d", stream, [&](VkCommandBuffer cmd) {
+    return submit("copy_d2d", s, [&](VkCommandBuffer cmd) {
       copy(vk_, cmd, from.block->buffer, from.offset, to.block->buffer, to.offset, bytes);
     });
-    return;
   }
   // Overlapping regions of one buffer are not allowed in one vkCmdCopyBuffer: through the
-  // staging buffer, in chunks ordered like memmove (backwards when the destination is later).
+  // staging ring, in chunks ordered like memmove (backwards when the destination is later).
   const bool backwards = to.offset > from.offset;
+  Point last;
   for (std::uint64_t done = 0; done < bytes;) {
-    const std::uint64_t n = std::min(bytes - done, kStagingBytes);
+    const std::uint64_t n = std::min(bytes - done, kStagingChunk);
     const std::uint64_t at = backwards ? bytes - done - n : done;
-    submit_and_wait("copy_d2d", stream, [&](VkCommandBuffer cmd) {
-      copy(vk_, cmd, from.block->buffer, from.offset + at, staging_.buffer, 0, n);
+    const std::uint64_t staged = stage(lock, s, n, false, "copy_d2d");
+    last = submit("copy_d2d", s, [&](VkCommandBuffer cmd) {
+      copy(vk_, cmd, from.block->buffer, from.offset + at, staging_.buffer, staged, n);
       transfer_barrier(vk_, cmd);
-      copy(vk_, cmd, staging_.buffer, 0, to.block->buffer, to.offset + at, n);
+      copy(vk_, cmd, staging_.buffer, staged, to.block->buffer, to.offset + at, n);
     });
     done += n;
   }
+  return last;
 }
 
 using Kind = sdk::CapturedOp::Kind;
@@ -128,7 +152,7 @@ using Kind = sdk::CapturedOp::Kind;
 void VulkanDevice::vendor_copy_h2d(std::uint64_t dst, const void* src, std::uint64_t bytes) {
   if (captures_.any()) [[unlikely]]
     captured_copy(0, "copy_h2d", Kind::copy_h2d, dst, src, bytes, false);
-  copy_h2d_now(dst, src, bytes, 0);
+  wait({copy_h2d_now(dst, src, bytes, 0)}, "copy_h2d");
 }
 void VulkanDevice::vendor_copy_d2h(void* dst, std::uint64_t src, std::uint64_t bytes) {
   if (captures_.any()) [[unlikely]]
@@ -140,12 +164,11 @@ void VulkanDevice::vendor_copy_d2d(std::uint64_t dst, std::uint64_t src, std::ui
   if (captures_.any()) [[unlikely]]
     captured_copy(0, "copy_d2d", Kind::copy_d2d, dst, reinterpret_cast<const void*>(src), bytes,
                   false);
-  copy_d2d_now(dst, src, bytes, 0);
+  wait({copy_d2d_now(dst, src, bytes, 0)}, "copy_d2d");
 }
 
-// Every operation completes before its call returns (device.hpp), so the async copies are the
-// synchronous ones: copy_h2d_async's source is free at return, as the ABI asks (a capture keeps
-// a copy of it).
+// copy_h2d_async stages its source at call time, so it is free at return, as the ABI asks (a
+// capture keeps a copy of it); copy_d2h_async returns once its bytes are in `dst`.
 void VulkanDevice::vendor_copy_h2d_async(std::uint64_t dst, const void* src, std::uint64_t bytes,
                                          std::uint64_t stream) {
   if (captures_.any() &&
@@ -181,26 +204,31 @@ void VulkanDevice::vendor_memset_d8(std::uint64_t dst, std::uint8_t value, std::
   memset_now(dst, value, bytes, stream);
 }
 
-void VulkanDevice::memset_now(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
-                              std::uint64_t stream) {
+Point VulkanDevice::memset_now(std::uint64_t dst, std::uint8_t value, std::uint64_t bytes,
+                               std::uint64_t stream) {
   const Location to = locate(dst);
   if (on_host(stream, {to})) {
     std::memset(host_bytes(to), value, bytes);
-    return;
+    return {};
   }
   // vkCmdFillBuffer needs a 4-byte-aligned offset and size: it fills the aligned middle; the
-  // ragged ends (at most 3 bytes each) are copied from the staging buffer.
+  // ragged ends (at most 3 bytes each) are copied from the staging ring.
   const std::uint64_t head = std::min<std::uint64_t>(bytes, (4 - to.offset % 4) % 4);
   const std::uint64_t middle = (bytes - head) / 4 * 4;
   const std::uint64_t tail = bytes - head - middle;
   const std::uint32_t word = 0x01010101u * value;
-  std::lock_guard lock(queue_mutex_);
-  std::memset(staging_.mapped, value, 8);
-  submit_and_wait("memset_d8", stream, [&](VkCommandBuffer cmd) {
-    if (head > 0) copy(vk_, cmd, staging_.buffer, 0, to.block->buffer, to.offset, head);
+  std::unique_lock lock(queue_mutex_);
+  const std::shared_ptr<Stream> s = stream_of(stream, "memset_d8");
+  std::uint64_t at = 0;
+  if (head + tail > 0) {
+    at = stage(lock, s, 8, false, "memset_d8");
+    std::memset(staging_.mapped + at, value, 8);
+  }
+  return submit("memset_d8", s, [&](VkCommandBuffer cmd) {
+    if (head > 0) copy(vk_, cmd, staging_.buffer, at, to.block->buffer, to.offset, head);
     if (middle > 0) vk_.cmd_fill_buffer(cmd, to.block->buffer, to.offset + head, middle, word);
     if (tail > 0)
-      copy(vk_, cmd, staging_.buffer, 0, to.block->buffer, to.offset + head + middle, tail);
+      copy(vk_, cmd, staging_.buffer, at, to.block->buffer, to.offset + head + middle, tail);
   });
 }
 

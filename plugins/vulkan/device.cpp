@@ -130,12 +130,14 @@ VulkanDevice::VulkanDevice(const sdk::DeviceConfig& config)
   host_type_ = find_type(VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
                          "host-visible coherent");
 
-  const float priority = 1.0f;
+  // The default stream's queue and up to kMaxQueues - 1 more, which the other streams share.
+  const std::uint32_t queue_count = std::clamp(physical_.queue_count, 1u, kMaxQueues);
+  const std::vector<float> priorities(queue_count, 1.0f);
   VkDeviceQueueCreateInfo queue{};
   queue.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
   queue.queueFamilyIndex = physical_.compute_family;
-  queue.queueCount = 1;
-  queue.pQueuePriorities = &priority;
+  queue.queueCount = queue_count;
+  queue.pQueuePriorities = priorities.data();
   // The required features (driver.cpp checked them), and the optional ones kernels' SPIR-V
   // capabilities need, wherever offered (missing_capability names what a module lacks).
   VkPhysicalDeviceShaderClockFeaturesKHR offered_clock{};
@@ -199,31 +201,20 @@ VulkanDevice::VulkanDevice(const sdk::DeviceConfig& config)
   check(api_.create_device(physical_.handle, &info, nullptr, &device_), "vkCreateDevice");
   try {
     vk_ = load_device_api(api_, device_);
-    vk_.get_device_queue(device_, physical_.compute_family, 0, &queue_);
+    queues_.resize(queue_count);
+    for (std::uint32_t i = 0; i < queue_count; ++i)
+      vk_.get_device_queue(device_, physical_.compute_family, i, &queues_[i]);
     VkCommandPoolCreateInfo pool{};
     pool.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
     pool.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
     pool.queueFamilyIndex = physical_.compute_family;
     check(vk_.create_command_pool(device_, &pool, nullptr, &pool_), "vkCreateCommandPool");
-    VkCommandBufferAllocateInfo alloc{};
-    alloc.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
-    alloc.commandPool = pool_;
-    alloc.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    alloc.commandBufferCount = 1;
-    check(vk_.allocate_command_buffers(device_, &alloc, &cmd_), "vkAllocateCommandBuffers");
-    VkFenceCreateInfo fence{};
-    fence.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
-    check(vk_.create_fence(device_, &fence, nullptr, &fence_), "vkCreateFence");
     const std::uint32_t bits = physical_.timestamp_bits;
     if (bits > 0) {
-      VkQueryPoolCreateInfo query{};
-      query.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO;
-      query.queryType = VK_QUERY_TYPE_TIMESTAMP;
-      query.queryCount = 1;
-      check(vk_.create_query_pool(device_, &query, nullptr, &query_pool_), "vkCreateQueryPool");
       timestamp_mask_ = bits >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << bits) - 1;
       timestamp_period_ns_ = limits_.timestampPeriod;
     }
+    streams_.emplace(0, std::make_shared<Stream>(vk_, device_, 0, true, queues_[0], 0));
     staging_ = make_block(kStagingBytes, true);
     fill_handles();
   } catch (...) {
@@ -237,13 +228,18 @@ VulkanDevice::~VulkanDevice() { release(); }
 void VulkanDevice::release() noexcept {
   if (device_ == VK_NULL_HANDLE) return;
   if (vk_.device_wait_idle != nullptr) vk_.device_wait_idle(device_);
+  // Idle: no submission holds a stream, command buffer or query pool any more.
+  submissions_.clear();
+  ring_ = StagingRing<Point>(kStagingBytes);
+  streams_.clear();
+  for (auto& [id, e] : events_)
+    if (e.pool != VK_NULL_HANDLE) vk_.destroy_query_pool(device_, e.pool, nullptr);
+  events_.clear();
   if (vk_.destroy_buffer != nullptr) {
     for (auto& block : blocks_) destroy_block(*block);
     blocks_.clear();
     destroy_block(staging_);
   }
-  if (fence_ != VK_NULL_HANDLE) vk_.destroy_fence(device_, fence_, nullptr);
-  if (query_pool_ != VK_NULL_HANDLE) vk_.destroy_query_pool(device_, query_pool_, nullptr);
   if (pool_ != VK_NULL_HANDLE) vk_.destroy_command_pool(device_, pool_, nullptr);
   if (vk_.destroy_device != nullptr) vk_.destroy_device(device_, nullptr);
   device_ = VK_NULL_HANDLE;

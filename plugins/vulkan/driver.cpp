@@ -60,6 +60,7 @@ const char* check_device(const DriverApi& api, PhysicalDevice& device) {
   for (std::uint32_t i = 0; i < families && !found; ++i) {
     if ((family[i].queueFlags & VK_QUEUE_COMPUTE_BIT) != 0 && family[i].queueCount > 0) {
       device.compute_family = i;
+      device.queue_count = family[i].queueCount;
       device.timestamp_bits = family[i].timestampValidBits;
       found = true;
     }

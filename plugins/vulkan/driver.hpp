@@ -47,10 +47,10 @@ namespace gpuplug::vulkan {
   X(cmd_copy_buffer, vkCmdCopyBuffer)                              \
   X(cmd_fill_buffer, vkCmdFillBuffer)                              \
   X(cmd_pipeline_barrier, vkCmdPipelineBarrier)                    \
-  X(create_fence, vkCreateFence)                                   \
-  X(destroy_fence, vkDestroyFence)                                 \
-  X(wait_for_fences, vkWaitForFences)                              \
-  X(reset_fences, vkResetFences)                                   \
+  X(create_semaphore, vkCreateSemaphore)                           \
+  X(destroy_semaphore, vkDestroySemaphore)                         \
+  X(get_semaphore_counter_value, vkGetSemaphoreCounterValue)       \
+  X(wait_semaphores, vkWaitSemaphores)                             \
   X(create_buffer, vkCreateBuffer)                                 \
   X(destroy_buffer, vkDestroyBuffer)                               \
   X(get_buffer_memory_requirements, vkGetBufferMemoryRequirements) \
@@ -80,6 +80,7 @@ struct PhysicalDevice {
   char name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE] = {};
   const char* missing = nullptr;     // the first required feature it lacks (nullptr: usable)
   std::uint32_t compute_family = 0;  // a queue family with VK_QUEUE_COMPUTE_BIT
+  std::uint32_t queue_count = 1;     // its queueCount
   std::uint32_t timestamp_bits = 0;  // its timestampValidBits (0: no timestamps)
   bool pci_bus_info = false;         // VK_EXT_pci_bus_info is offered
   bool shader_clock = false;         // VK_KHR_shader_clock is offered (the sync gate's clock)

@@ -55,8 +55,7 @@ void VulkanDevice::vendor_launch(std::uint64_t function, gpuplug_dim3_t grid,
                                  gpuplug_dim3_t block, std::uint32_t shared_bytes,
                                  std::uint64_t stream, void** params) {
   Kernel& k = *reinterpret_cast<Kernel*>(function);
-  // The SDK leaves launch's stream to the vendor (a GPU runtime refuses a stale one itself); a
-  // launch here waits for its work, so the set's shared lock costs nothing that shows.
+  // The SDK leaves launch's stream to the vendor (a GPU runtime refuses a stale one itself).
   streams().check("launch", stream);
   const auto refuse = [&](const std::string& why) {
     sdk::fail(GPUPLUG_STATUS_INVALID_ARGUMENT, "kernel " + k.name + ": " + why);
@@ -116,7 +115,7 @@ void VulkanDevice::dispatch(Kernel& k, gpuplug_dim3_t grid, gpuplug_dim3_t block
   const VkPipeline p = pipeline(k, block);
   const std::uint32_t slice = limits_.maxComputeWorkGroupCount[0];
   std::lock_guard lock(queue_mutex_);
-  submit_and_wait("launch", stream, [&](VkCommandBuffer cmd) {
+  submit("launch", stream_of(stream, "launch"), [&](VkCommandBuffer cmd) {
     vk_.cmd_bind_pipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
     if (k.push_bytes > 0)
       vk_.cmd_push_constants(cmd, k.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, k.push_bytes, push);

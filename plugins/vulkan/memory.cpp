@@ -147,7 +147,15 @@ Location VulkanDevice::locate(std::uint64_t address) {
   return Location{block, address - block->address};
 }
 
+// Waits for every stream first (as cuMemFree does), so queued work never touches a range after
+// it is freed and carved again.
 void VulkanDevice::vendor_free(std::uint64_t ptr, gpuplug_alloc_kind_t /*kind*/) {
+  std::vector<Point> all;
+  {
+    std::lock_guard lock(queue_mutex_);
+    all = every_stream();
+  }
+  wait(all, "free");
   release_range(ptr);
   if (captures_.any()) [[unlikely]]
     captures_.check_unsafe_call("free");

@@ -74,8 +74,19 @@ sdk::VendorModule VulkanDevice::vendor_load_module(std::string_view name,
   return static_cast<sdk::VendorModule>(reinterpret_cast<std::uintptr_t>(module.release()));
 }
 
+// Queued launches may still use the module's pipelines and globals: every stream is waited for
+// first.
 void VulkanDevice::vendor_unload_module(sdk::VendorModule module) noexcept {
   std::unique_ptr<LoadedModule> owned(&loaded(module));
+  try {
+    std::vector<Point> all;
+    {
+      std::lock_guard lock(queue_mutex_);
+      all = every_stream();
+    }
+    wait(all, "unload_module");
+  } catch (...) {  // device lost: nothing runs any more
+  }
   for (const auto& k : owned->kernels) {
     for (const auto& [size, pipeline] : k->pipelines) vk_.destroy_pipeline(device_, pipeline, nullptr);
     if (k->layout != VK_NULL_HANDLE) vk_.destroy_pipeline_layout(device_, k->layout, nullptr);

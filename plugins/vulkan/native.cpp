@@ -15,20 +15,26 @@ void VulkanDevice::fill_handles() noexcept {
   handles_.struct_size = sizeof handles_;
   handles_.api_version = api_.instance_version;
   handles_.queue_family = physical_.compute_family;
-  handles_.queue_index = 0;
   handles_.instance = api_.instance;
   handles_.physical_device = physical_.handle;
   handles_.device = device_;
-  handles_.queue = queue_;
-  handles_.semaphore = VK_NULL_HANDLE;  // every operation has completed when its call returns
-  handles_.semaphore_value = 0;
   handles_.queue_owner = &queue_mutex_;
   handles_.lock_queue = lock_queue;
   handles_.unlock_queue = unlock_queue;
 }
 
-sdk::NativeStreamHandles VulkanDevice::vendor_native_handles(std::uint64_t /*stream*/) {
-  return {static_cast<std::int32_t>(config().ordinal), &handles_, queue_};
+// The stream's own copy of the handles, its queue and semaphore and the value its work queued so
+// far reaches: the struct lives as long as the stream.
+sdk::NativeStreamHandles VulkanDevice::vendor_native_handles(std::uint64_t stream) {
+  std::lock_guard lock(queue_mutex_);
+  const std::shared_ptr<Stream> s = stream_of(stream, "native");
+  gpuplug_vulkan_handles_t& h = s->handles;
+  h = handles_;
+  h.queue_index = s->queue_index;
+  h.queue = s->queue;
+  h.semaphore = s->semaphore;
+  h.semaphore_value = s->submitted;
+  return {static_cast<std::int32_t>(config().ordinal), &h, s->queue};
 }
 
 void VulkanDevice::vendor_check_import(std::uint64_t /*address*/, std::uint64_t /*bytes*/) {
@@ -40,8 +46,8 @@ void VulkanDevice::vendor_check_import(std::uint64_t /*address*/, std::uint64_t 
 
 std::uint64_t VulkanDevice::vendor_import_stream(void* /*native*/) {
   sdk::fail(GPUPLUG_STATUS_UNSUPPORTED,
-            "import_stream: the vulkan plugin imports no streams: its streams are orderings on "
-            "its one queue, and a VkQueue of another VkDevice cannot join them");
+            "import_stream: the vulkan plugin imports no streams: its streams are timelines on "
+            "its own VkDevice's queues, and a VkQueue of another VkDevice cannot join them");
 }
 
 }  // namespace gpuplug::vulkan
