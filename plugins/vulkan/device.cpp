@@ -202,6 +202,7 @@ VulkanDevice::VulkanDevice(const sdk::DeviceConfig& config)
   try {
     vk_ = load_device_api(api_, device_);
     queues_.resize(queue_count);
+    lingering_.resize(queue_count);
     for (std::uint32_t i = 0; i < queue_count; ++i)
       vk_.get_device_queue(device_, physical_.compute_family, i, &queues_[i]);
     VkCommandPoolCreateInfo pool{};
@@ -230,7 +231,9 @@ void VulkanDevice::release() noexcept {
   if (vk_.device_wait_idle != nullptr) vk_.device_wait_idle(device_);
   // Idle: no submission holds a stream, command buffer or query pool any more.
   submissions_.clear();
+  lingering_.clear();
   ring_ = StagingRing<Point>(kStagingBytes);
+  for (auto& [id, s] : streams_) s->waits.clear();  // streams waiting on each other's events
   streams_.clear();
   for (auto& [id, e] : events_)
     if (e.pool != VK_NULL_HANDLE) vk_.destroy_query_pool(device_, e.pool, nullptr);

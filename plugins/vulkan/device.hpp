@@ -266,6 +266,11 @@ class VulkanDevice final : public sdk::Device {
     std::vector<std::shared_ptr<Stream>> waited;  // kept alive while their semaphores are waited
   };
   std::deque<Submission> submissions_;  // in submission order, the completed ones retired lazily
+  // A retired submission's streams, per queue (index: queue index), until a later submission
+  // on that queue has completed too. A driver may still hold the points a submission waited on
+  // after its signal is visible (Mesa's emulated timelines release them on the queue's thread
+  // just after), and a semaphore destroyed before then is freed under that reference.
+  std::vector<std::vector<std::shared_ptr<Stream>>> lingering_;
   std::vector<VkCommandBuffer> idle_;   // command buffers no submission uses
   Block staging_;  // host-visible, mapped; carved by nobody: the copies' bounce buffer
   StagingRing<Point> ring_{kStagingBytes};

@@ -3,6 +3,7 @@
 // buffers and staging regions submissions use.
 #include <atomic>
 #include <chrono>
+#include <exception>
 #include <string>
 #include <thread>
 
@@ -108,7 +109,12 @@ std::vector<Point> VulkanDevice::every_stream() {
 VkCommandBuffer VulkanDevice::idle_command_buffer(const char* op) {
   if (submissions_.size() >= kMaxInFlight) wait({submissions_.front().done}, op);
   while (!submissions_.empty() && passed(submissions_.front().done)) {
-    idle_.push_back(submissions_.front().cmd);
+    Submission& done = submissions_.front();
+    idle_.push_back(done.cmd);
+    // This one has completed, so its queue is done with the ones before it (lingering_).
+    std::vector<std::shared_ptr<Stream>>& held = lingering_.at(done.done.stream->queue_index);
+    held = std::move(done.waited);
+    held.push_back(std::move(done.done.stream));
     submissions_.pop_front();
   }
   VkCommandBuffer cmd = VK_NULL_HANDLE;
@@ -173,16 +179,39 @@ std::uint64_t VulkanDevice::vendor_stream_create_flags(std::uint32_t flags) {
   }
   return id;
 }
-// The stream's work goes on: its submissions hold it (and its semaphore) until they complete.
+// Waits for the stream's work first, as the ABI asks: free and unload_module wait for the
+// streams that exist, so work left on a forgotten stream could still read a freed range or a
+// destroyed pipeline. Destroyed either way; a failed wait (device lost) is reported after.
 void VulkanDevice::vendor_stream_destroy(std::uint64_t stream) {
   if (captures_.any()) [[unlikely]]
     captures_.forget_stream(stream);
+  Point last;
   {
     std::lock_guard lock(queue_mutex_);
-    streams_.erase(stream);
+    if (const auto found = streams_.find(stream); found != streams_.end())
+      last = found->second->last(found->second);
   }
-  std::lock_guard lock(stream_mutex_);
-  non_blocking_.erase(stream);
+  std::exception_ptr failed;
+  try {
+    wait({last}, "stream_destroy");
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  {
+    std::lock_guard lock(queue_mutex_);
+    const auto found = streams_.find(stream);
+    if (found != streams_.end()) {
+      // No submission will take its waits, and two streams waiting on each other's events would
+      // otherwise hold each other.
+      found->second->waits.clear();
+      streams_.erase(found);
+    }
+  }
+  {
+    std::lock_guard lock(stream_mutex_);
+    non_blocking_.erase(stream);
+  }
+  if (failed) std::rethrow_exception(failed);
 }
 void VulkanDevice::vendor_stream_synchronize(std::uint64_t stream) {
   if (captures_.any()) [[unlikely]]
@@ -274,7 +303,10 @@ void VulkanDevice::vendor_stream_wait_event(std::uint64_t stream, std::uint64_t 
   std::lock_guard lock(queue_mutex_);
   const Event& e = events_.at(event);
   if (e.at.value == 0) return;  // never recorded (or recorded with nothing before it)
-  stream_of(stream, "stream_wait_event")->waits.push_back(e.at);
+  const std::shared_ptr<Stream> s = stream_of(stream, "stream_wait_event");
+  // A stream's own work is in order already; keeping its own point would also make the stream
+  // hold itself.
+  if (e.at.stream != s) s->waits.push_back(e.at);
 }
 void VulkanDevice::vendor_event_synchronize(std::uint64_t event) {
   Point at;

@@ -306,6 +306,56 @@ void events_eight_threads(Context& ctx) {
   GPUPLUG_CHECK(gpu.query(shared.get()));
 }
 
+void events_streams_destroyed_after_waits(Context& ctx) {
+  GpuBackend& gpu = ctx.backend();
+  constexpr int rounds = 200;
+  constexpr std::size_t n = 4096;
+  DeviceBuffer d(gpu, n), small(gpu, 256);
+  std::vector<std::uint8_t> out(n);
+  // Another thread submits all along, so that the backend finds each round's work completed
+  // (and lets its streams go) at any moment, not only when the next round starts.
+  std::atomic<bool> stop{false};
+  std::exception_ptr fed;
+  std::thread feeder([&] {
+    try {
+      ScopedStream c(gpu);
+      while (!stop.load()) gpu.memset(small.ptr(), 0, 256, c.get());
+      gpu.synchronize(c.get());
+    } catch (...) {
+      fed = std::current_exception();
+    }
+  });
+  try {
+    for (int r = 0; r < rounds; ++r) {
+      const auto value = static_cast<std::uint8_t>(r + 1);
+      ScopedStream a(gpu), b(gpu);
+      ScopedEvent on_a(gpu), on_b(gpu);
+      gpu.memset(d.ptr(), value, n, a.get());
+      gpu.record(on_a.get(), a.get());
+      gpu.wait(a.get(), on_a.get());  // a stream waiting on its own event
+      gpu.wait(b.get(), on_a.get());
+      gpu.copy_d2h_async(out.data(), d.ptr(), n, b.get());
+      gpu.record(on_b.get(), b.get());
+      gpu.synchronize(b.get());
+      GPUPLUG_CHECK_MSG(
+          std::all_of(out.begin(), out.end(), [&](std::uint8_t v) { return v == value; }),
+          "round " << r << ": stream B read before A's memset landed");
+      // Each waits on the other's event and both go with those waits pending: the streams,
+      // their events and the driver's objects behind them are freed (the sanitizer runs see it).
+      gpu.wait(a.get(), on_b.get());
+      gpu.wait(b.get(), on_a.get());
+    }
+  } catch (...) {
+    stop = true;
+    feeder.join();
+    throw;
+  }
+  stop = true;
+  feeder.join();
+  if (fed) std::rethrow_exception(fed);
+  gpu.synchronize();
+}
+
 void events_bad_input(Context& ctx) {
   GpuBackend& gpu = ctx.backend();
   ScopedEvent mine(gpu);
@@ -369,6 +419,9 @@ const Case cases[] = {
     {"events_eight_threads",
      "8 threads record and wait (own and one shared event) at once; every read ordered",
      events_eight_threads},
+    {"events_streams_destroyed_after_waits",
+     "streams destroyed right after their work and with waits on each other's events pending",
+     events_streams_destroyed_after_waits},
     {"events_bad_input",
      "foreign, destroyed, never-created and null events are invalid_argument naming the event",
      events_bad_input},

@@ -191,6 +191,30 @@ void memset_waits_for_its_stream(Context& ctx) {
                         << ", the kernel's value; the memset's is 0x22)");
 }
 
+void stream_destroy_waits_for_its_work(Context& ctx) {
+  // The gate writes managed memory, which the host reads directly once destroy_stream returned:
+  // no later call on the device may order the read after the stream's work.
+  GpuBackend& gpu = ctx.backend();
+  require_gate(gpu);
+  DeviceBuffer dst = DeviceBuffer::managed(gpu, kBytes, "conformance_destroyed_stream");
+  gpu.memset(dst.ptr(), 0, kBytes);
+  gpu.synchronize();
+  const auto* bytes = reinterpret_cast<const std::uint8_t*>(
+      static_cast<std::uintptr_t>(dst.ptr().value));
+  std::vector<std::uint8_t> seen;
+  const Stream a = gpu.create_stream();
+  behind_gate(gpu, a, dst.ptr(), [&] {
+    gpu.destroy_stream(a);
+    seen.assign(bytes, bytes + kBytes);
+  });
+  const std::size_t bad = first_not(seen, kGateValue);
+  GPUPLUG_CHECK_MSG(bad == seen.size(),
+                    "destroy_stream returned while the kernel queued on the stream had not run: "
+                    "it must wait for the stream's work (byte "
+                        << bad << " is " << byte_text(seen[bad]) << ", not the kernel's "
+                        << byte_text(kGateValue) << ")");
+}
+
 void async_copies_wait_for_their_stream(Context& ctx) {
   GpuBackend& gpu = ctx.backend();
   require_gate(gpu);
@@ -513,6 +537,10 @@ const Case cases[] = {
     {"memset_waits_for_its_stream",
      "a memset on stream A runs after the kernel queued before it on A (gate kernel, no timing)",
      memset_waits_for_its_stream},
+    {"stream_destroy_waits_for_its_work",
+     "destroy_stream returns once the kernel queued on the stream has run (gate kernel, no "
+     "timing)",
+     stream_destroy_waits_for_its_work},
     {"async_copies_wait_for_their_stream",
      "copy_{d2h,h2d,d2d}_async on stream A run after the kernel queued before them, in order",
      async_copies_wait_for_their_stream},

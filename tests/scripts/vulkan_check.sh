@@ -32,7 +32,7 @@ if grep -q 'class emulator' <<<"$block" && grep -q '^\[host\] available' <<<"$li
 fi
 
 # The whole suite, once: nothing fails (skips and known failures name their reason), and the
-# cases of what the plugin implements pass, not skip (the six gate cases among them).
+# cases of what the plugin implements pass, not skip (the gate cases among them).
 cases=(alloc_copy_roundtrip zero_byte_alloc double_free copy_out_of_range copies_async_and_d2d
        memset_ordered_on_stream memset_any_offset_and_length sync_copies_complete_on_return managed_memory host_address
        device_memory_limit ledger_stats_and_report sweep_unreleased memory_and_device_info
@@ -45,7 +45,8 @@ cases=(alloc_copy_roundtrip zero_byte_alloc double_free copy_out_of_range copies
        concurrent_launches_on_streams events_cross_stream_ordering
        memset_waits_for_its_stream async_copies_wait_for_their_stream
        async_upload_source_is_free_at_return default_stream_waits_for_other_streams
-       default_stream_skips_non_blocking_streams sync_copy_waits_for_queued_work)
+       default_stream_skips_non_blocking_streams sync_copy_waits_for_queued_work
+       stream_destroy_waits_for_its_work events_streams_destroyed_after_waits)
 out=$(timeout 900 "$gpuplug" check --backend vulkan:0 2>&1); rc=$?
 echo "$out" | tail -n 1
 [[ $rc -eq 0 ]] || { echo "$out"; echo "FAIL: the whole suite on vulkan:0 exited $rc"; fail=1; }
