@@ -51,7 +51,7 @@ function(gpuplug_add_plugin name)
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON
     LIBRARY_OUTPUT_DIRECTORY ${GPUPLUG_PLUGIN_BUILD_DIR}
-    # No RUNPATH at all: a plugin needs only libc and what it dlopens by name (issue 15).
+    # No RUNPATH at all: a plugin needs only libc and what it dlopens by name.
     SKIP_BUILD_RPATH ON
     INSTALL_RPATH "")
   # Plugins never depend on the core or Boost: only the C ABI crosses.

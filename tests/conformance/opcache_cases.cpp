@@ -178,7 +178,7 @@ void opcache_backends_share_nothing(Context& ctx) {
   GPUPLUG_CHECK_EQ(a->ledger_stats().live_count, 0u);
 }
 
-// Issue 15: unload_module makes the backend's OpCache forget that module's handles (a stale
+// unload_module makes the backend's OpCache forget that module's handles (a stale
 // one would run unloaded code), and only those.
 void opcache_unload_forgets_module(Context& ctx) {
   auto gpu = ctx.make_backend();

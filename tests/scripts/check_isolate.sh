@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# `gpuplug check --isolate --timeout` (issue 21) against the broken host plugin
+# `gpuplug check --isolate --timeout` against the broken host plugin
 # (tests/unit/hostile_plugins/broken_host.c: launch segfaults, event_synchronize hangs deaf to
 # SIGTERM, memset_d8 exits 7): the crashing case is failed naming SIGSEGV, the hanging one "timed
 # out after 2 s (killed by SIGKILL ...)", the exiting one naming status 7 with its stderr under

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The lints of `gpuplug check` (issue 21, docs/lints.md) against the lint plugins of
+# The lints of `gpuplug check` (docs/lints.md) against the lint plugins of
 # tests/unit/lint_plugins, one mistake each, and against files made here from the real host
 # plugin (cut short at several lengths, overwritten with garbage, a text file): for each, isolated
 # and in process (--no-isolate), the exit status is 1 or 3 (never a crash, a usage error or the time limit),

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The mistakes an outside emulator plugin once passed the conformance suite with (issue 21), each
+# The mistakes an outside emulator plugin once passed the conformance suite with, each
 # built into the real host plugin (tests/unit/mistake_plugins/mistake_host.c), are caught: for
 # each, `gpuplug check --isolate --timeout 30` exits 1, the case for that rule is FAILED with a
 # message naming the mistake, the checker itself does not crash (every case has its row and the

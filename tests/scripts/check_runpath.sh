@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Issue 15: no ELF file of the build tree may make the loader search the current directory.
+# No ELF file of the build tree may make the loader search the current directory.
 # 1. Every RUNPATH/RPATH element of every ELF file under <build dir> is absolute or starts with
 #    $ORIGIN (an empty element, which CMake's padding produces, means "."). The lint plugin that
 #    must have a "." element gets it only in a temporary copy (tests/scripts/check_lints.sh).

@@ -139,7 +139,7 @@ int run_against_fake(const std::filesystem::path& dir, const char* mode, const c
 
 }  // namespace
 
-// Issue 13: the primary context is retained once per process, not once per create/destroy, and
+// The primary context is retained once per process, not once per create/destroy, and
 // no entry point (create, the hooks, destroy) changes the calling thread's current context.
 BOOST_AUTO_TEST_CASE(primary_context_is_retained_once_and_callers_context_kept) {
   const char* mode = std::getenv("GPUPLUG_FAKE_CUDA");

@@ -785,7 +785,7 @@ BOOST_AUTO_TEST_CASE(concurrent_stress_is_exact) {
   BOOST_TEST(host.gpu->live_alloc_count() == live0);
 }
 
-// Issue 15: unload_module forgets that module's handles and records, and only those.
+// unload_module forgets that module's handles and records, and only those.
 BOOST_AUTO_TEST_CASE(unload_module_forgets_that_modules_handles_and_records_only) {
   Host host;
   CountingBackend gpu(*host.gpu);
@@ -842,7 +842,7 @@ BOOST_AUTO_TEST_CASE(unload_module_forgets_that_modules_handles_and_records_only
   BOOST_TEST(c.kernel_count() == 0u);
 }
 
-// Issue 15: without managed memory, out-of-memory neither latches nor hides the cause.
+// Without managed memory, out-of-memory neither latches nor hides the cause.
 BOOST_AUTO_TEST_CASE(alloc_with_fallback_without_managed_memory_throws_oom_and_never_latches) {
   Host host;
   auto small = host.another({{"device_memory_limit", "1M"}});
@@ -872,7 +872,7 @@ BOOST_AUTO_TEST_CASE(alloc_with_fallback_without_managed_memory_throws_oom_and_n
   c.release(gpu);
 }
 
-// Issue 15: a cache serves one backend; another backend is refused, hit or miss.
+// A cache serves one backend; another backend is refused, hit or miss.
 BOOST_AUTO_TEST_CASE(a_cache_is_bound_to_the_backend_it_serves) {
   Host host;
   auto second = host.another();

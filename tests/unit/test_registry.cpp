@@ -255,7 +255,7 @@ BOOST_AUTO_TEST_CASE(concurrent_listing_and_creation) {
   BOOST_TEST(created.load() == 12);
 }
 
-// Issue 15: the first *usable* plugin of a name wins. The fake folder first on the path puts the
+// The first *usable* plugin of a name wins. The fake folder first on the path puts the
 // unavailable fake "host" (duplicate_host.c) before the real one: the real host still answers
 // "host" and "auto", and the fake is the duplicate, naming the file that won.
 BOOST_AUTO_TEST_CASE(an_unavailable_namesake_first_does_not_hide_the_real_host) {

@@ -16,7 +16,7 @@ set(accept "${major}.${minor}" "${major}.${minor}.0" "${major}.${minor}.${patch}
 set(refuse "${major}.${newer_minor}" "${newer_major}.0")
 if(older_minor GREATER_EQUAL 0)
   if(major EQUAL 0)
-    list(APPEND refuse "${major}.${older_minor}.5")  # 0.0.5 for 0.1.0: the case of issue 20
+    list(APPEND refuse "${major}.${older_minor}.5")  # 0.0.5 for 0.1.0: 0.x minors break
   else()
     list(APPEND accept "${major}.${older_minor}.5")
   endif()
