@@ -150,26 +150,39 @@ void device_symbols(Context& ctx) {
   GPUPLUG_CHECK(!gpu.device_symbol("axpy", "axpy_n_tile").has_value());
 }
 
+// Runs axpy (a = 3) on n random elements and one guard element past them, in blocks of `block`
+// threads, and checks every element against the reference and the guard untouched.
+void check_axpy(GpuBackend& gpu, std::uint32_t n, std::uint32_t block) {
+  const std::string what = "axpy(n=" + std::to_string(n) + ", block " + std::to_string(block) + ")";
+  const auto x = random_floats(n, 0.5f, 2.0f, 1);
+  const auto y = random_floats(n, 0.5f, 2.0f, 2);
+  std::vector<float> y_padded = y;
+  y_padded.push_back(-7.0f);  // one element past n that must stay untouched
+  DeviceBuffer dx = to_device(gpu, x), dy = to_device(gpu, y_padded);
+  const KernelHandle f = gpu.op_cache().kernel(gpu, "axpy", "axpy");
+  gpu.launch_args(f, Dim3{(n + block - 1) / block, 1, 1}, Dim3{block, 1, 1}, 0, Stream{}, n, 3.0f,
+                  dx.ptr().value, dy.ptr().value);
+  gpu.synchronize();
+  auto got = dy.download<float>(n + 1);
+  GPUPLUG_CHECK_MSG(got[n] == -7.0f, what << " wrote past n");
+  got.pop_back();
+  check_within_ulps(got, reference_axpy(3.0f, x, y), 1, what, [&](std::size_t i) {
+    return "a = 3, x = " + float_text(x[i]) + ", y = " + float_text(y[i]);
+  });
+}
+
 void launch_axpy_checked(Context& ctx) {
-  GpuBackend& gpu = ctx.backend();
   // One element, both sides of a block boundary, and sizes that are not a multiple of the block:
   // the kernel must guard its tail.
-  for (const std::size_t n : {1u, 255u, 256u, 257u, 1000u, 100003u}) {
-    const auto x = random_floats(n, 0.5f, 2.0f, 1);
-    const auto y = random_floats(n, 0.5f, 2.0f, 2);
-    std::vector<float> y_padded = y;
-    y_padded.push_back(-7.0f);  // one element past n that must stay untouched
-    DeviceBuffer dx = to_device(gpu, x), dy = to_device(gpu, y_padded);
-    launch_axpy(gpu, static_cast<std::uint32_t>(n), 3.0f, dx.ptr(), dy.ptr());
-    gpu.synchronize();
-    auto got = dy.download<float>(n + 1);
-    GPUPLUG_CHECK_MSG(got[n] == -7.0f, "axpy(n=" << n << ") wrote past n");
-    got.pop_back();
-    check_within_ulps(got, reference_axpy(3.0f, x, y), 1, "axpy(n=" + std::to_string(n) + ")",
-                      [&](std::size_t i) {
-                        return "a = 3, x = " + float_text(x[i]) + ", y = " + float_text(y[i]);
-                      });
-  }
+  for (const std::uint32_t n : {1u, 255u, 256u, 257u, 1000u, 100003u})
+    check_axpy(ctx.backend(), n, 256);
+}
+
+void launch_grid_past_65535(Context& ctx) {
+  // 65,535 workgroups a dimension is all Vulkan guarantees (maxComputeWorkGroupCount, lavapipe's
+  // limit) and CUDA's limit in y and z; a grid of 131,073 one-thread blocks in x is three slices
+  // there, and a plugin that splits it must run every block once, with its own block index.
+  check_axpy(ctx.backend(), 2 * 65535 + 3, 1);
 }
 
 void launch_errors(Context& ctx) {
@@ -285,6 +298,9 @@ const Case cases[] = {
     {"launch_axpy",
      "axpy by the launch rule, n from 1 to 100003, matches the reference and writes nothing past n",
      launch_axpy_checked},
+    {"launch_grid_past_65535",
+     "axpy on 131,073 blocks in x (past Vulkan's guaranteed 65,535) runs every block once",
+     launch_grid_past_65535},
     {"launch_errors", "a null kernel and empty grids or blocks are refused", launch_errors},
     {"launch_argument_count",
      "a counted launch with another argument count or size than <func>_args is invalid_argument",

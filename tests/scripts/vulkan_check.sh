@@ -46,7 +46,8 @@ cases=(alloc_copy_roundtrip zero_byte_alloc double_free copy_out_of_range copies
        streams stream_flags concurrent_alloc_free pitched_copies_keep_stream_order arena_swept
        pinned_zeroed_on_ledger pinned_copy_memset pinned_swept events_eight_threads events_bad_input
        corrupt_module_image load_module_from_bytes device_symbols launch_axpy launch_errors
-       launch_argument_count kernel_args_published launch_arguments_copied_during_launch
+       launch_grid_past_65535 launch_argument_count kernel_args_published
+       launch_arguments_copied_during_launch
        unknown_and_destroyed_streams_refused activation_bias_relu diff_axpy diff_gemm_f32
        diff_gemm_a_e4m3 diff_cast_f32_e4m3 diff_cast_e4m3_f32 pinned_kernel_access
        concurrent_launches_on_streams events_cross_stream_ordering
