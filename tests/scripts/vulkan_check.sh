@@ -9,7 +9,7 @@
 # PASSes.
 # Exit 77 (skipped) when no Vulkan device is usable here, saying why.
 # Usage: vulkan_check.sh <gpuplug> [<sanitizer>]: with a sanitizer named (a sanitizer build),
-# Only the listing is checked here: that build's test_conformance runs the whole suite on vulkan:0
+# only the listing is checked here: that build's test_conformance runs the whole suite on vulkan:0
 # in one process and scripts/test's matrix again case by case, and the plain build runs the rest.
 set -uo pipefail
 gpuplug=$1
