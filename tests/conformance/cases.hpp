@@ -70,13 +70,15 @@ std::span<const Case> all_cases();
 
 namespace detail {  // one list per area file
 std::span<const Case> memory_cases();
+std::span<const Case> device_cases();  // limits, options, ordinals, the ledger, info, streams
 std::span<const Case> module_cases();
 std::span<const Case> opcache_cases();
 std::span<const Case> concurrency_cases();
 std::span<const Case> differential_cases();
 std::span<const Case> lifecycle_cases();
 std::span<const Case> event_cases();
-std::span<const Case> stream_cases();  // stream order without timing, launch-argument lifetime
+std::span<const Case> stream_cases();  // stream order without timing
+std::span<const Case> launch_args_cases();  // launch-argument lifetime, <func>_args
 std::span<const Case> peer_cases();    // copy_peer and copy_peer_async
 std::span<const Case> pinned_cases();  // mapped host memory and host_address (ABI 1.3)
 std::span<const Case> arena_cases();   // arenas and stream flags (ABI 1.3)

@@ -8,8 +8,11 @@ set(_conf ${CMAKE_CURRENT_LIST_DIR})
 # Shared, so the test and the installed tool load the same code; installed beside libgpuplug.
 add_library(gpuplug_conformance SHARED
   ${_conf}/cases.cpp
+  ${_conf}/known_failures.cpp
+  ${_conf}/checks.cpp
   ${_conf}/helpers.cpp
   ${_conf}/memory_cases.cpp
+  ${_conf}/device_cases.cpp
   ${_conf}/module_cases.cpp
   ${_conf}/opcache_cases.cpp
   ${_conf}/concurrency_cases.cpp
@@ -17,6 +20,7 @@ add_library(gpuplug_conformance SHARED
   ${_conf}/lifecycle_cases.cpp
   ${_conf}/events_cases.cpp
   ${_conf}/stream_cases.cpp
+  ${_conf}/launch_args_cases.cpp
   ${_conf}/peer_cases.cpp
   ${_conf}/pinned_cases.cpp
   ${_conf}/arena_cases.cpp
